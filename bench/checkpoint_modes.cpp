@@ -1,0 +1,146 @@
+// Benchmark: step time and memory per checkpoint mode, for one model size.
+//
+// The same mode is applied to every section (embed, latent, pred). All modes
+// train side by side in one process, round-robin step by step, so machine
+// noise hits them alike; each mode's model starts from the same weights and
+// sees the same batches. Reported per mode: median step time after warm-up,
+// the step's memory peak above the memory held when the step starts
+// (activations, recomputation and temporaries: what checkpointing changes),
+// and the activation bytes held at the end of forward. Ratios are against
+// mode none.
+//
+//   bench_checkpoint_modes [--config F]... [--set K=V]... [--steps N] [--warmup N] [--out FILE]
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "wg/config/loader.h"
+#include "wg/model/checkpoint_plan.h"
+#include "wg/train/trainer.h"
+#include "wg/util/memory.h"
+
+using namespace wg;
+
+namespace {
+
+struct ModeResult {
+  std::string name;
+  std::vector<double> step_seconds;
+  std::vector<int64_t> step_peak_bytes, activation_bytes;
+  CheckpointPlan plan;
+};
+
+template <typename T>
+T median(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Config with_mode(Config c, CheckpointMode mode, int every_n) {
+  for (SectionCheckpointConfig* s : {&c.gradient_checkpointing.embed, &c.gradient_checkpointing.latent,
+                                     &c.gradient_checkpointing.pred}) {
+    s->set = true;
+    s->mode = mode;
+    s->every_n = every_n;
+    s->blocks.clear();
+  }
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ConfigSources sources;
+  int steps = 12, warmup = 3;
+  std::string out = "bench/results/checkpoint_modes.json";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (a == "--config") sources.files.push_back(next());
+    else if (a == "--set") sources.overrides.push_back(next());
+    else if (a == "--steps") steps = std::stoi(next());
+    else if (a == "--warmup") warmup = std::stoi(next());
+    else if (a == "--out") out = next();
+    else { std::cerr << "unknown option " << a << "\n"; return 2; }
+  }
+  if (sources.files.empty()) sources.files.push_back(std::string(WG_SOURCE_DIR) + "/config/cpu_small.yml");
+  spdlog::set_level(spdlog::level::warn);
+  install_counting_allocator();
+  Config base;
+  try {
+    base = load_config(sources);
+  } catch (const ConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  }
+  const int threads = base.num_threads > 0 ? base.num_threads : 1;
+  at::set_num_threads(threads);
+
+  const struct { const char* name; CheckpointMode mode; int every_n; } modes[] = {
+      {"none", CheckpointMode::None, 1},
+      {"selective", CheckpointMode::Selective, 1},
+      {"every_n=2", CheckpointMode::EveryN, 2},
+      {"full", CheckpointMode::Full, 1}};
+  std::vector<ModeResult> results;
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  for (const auto& m : modes) {
+    Config c = with_mode(base, m.mode, m.every_n);
+    ModeResult r;
+    r.name = m.name;
+    r.plan = resolve_checkpoint_plan(c);
+    trainers.push_back(std::make_unique<Trainer>(c, r.plan, torch::kCPU));
+    results.push_back(std::move(r));
+  }
+  for (int k = 0; k < warmup + steps; ++k)
+    for (size_t i = 0; i < trainers.size(); ++i) {
+      const int64_t held = memory_snapshot("cpu").current_bytes;
+      torch::manual_seed(1000 + k);  // same dropout draws in every mode
+      const StepMetrics m = trainers[i]->step(k % trainers[i]->total_steps());
+      if (k < warmup) continue;
+      results[i].step_seconds.push_back(m.step_seconds);
+      results[i].step_peak_bytes.push_back(m.peak_bytes - held);
+      results[i].activation_bytes.push_back(m.activation_bytes);
+    }
+
+  const double t_none = median(results[0].step_seconds);
+  const double p_none = double(median(results[0].step_peak_bytes));
+  std::printf("checkpoint modes: %d steps after %d warm-up, %d thread(s), batch %d, config %s\n", steps, warmup,
+              threads, base.batch_size_per_gpu, sources.files.back().c_str());
+  std::printf("%-10s %9s %13s %16s %15s %10s %10s\n", "mode", "pieces", "step ms (med)", "step peak MiB",
+              "activ. MiB", "time/none", "peak/none");
+  std::string json = "{\n  \"benchmark\": \"checkpoint_modes\",\n  \"threads\": " + std::to_string(threads) +
+                     ",\n  \"steps\": " + std::to_string(steps) + ",\n  \"batch_size_per_gpu\": " +
+                     std::to_string(base.batch_size_per_gpu) + ",\n  \"modes\": [\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const double t = median(r.step_seconds), p = double(median(r.step_peak_bytes)),
+                 a = double(median(r.activation_bytes));
+    char pieces[32];
+    std::snprintf(pieces, sizeof pieces, "%d/%d", r.plan.pieces_recomputed(), r.plan.pieces_total());
+    std::printf("%-10s %9s %13.1f %16.2f %15.2f %10.3f %10.3f\n", r.name.c_str(), pieces, t * 1e3, p / 1048576.0,
+                a / 1048576.0, t / t_none, p / p_none);
+    char row[512];
+    std::snprintf(row, sizeof row,
+                  "    {\"mode\": \"%s\", \"pieces_recomputed\": %d, \"pieces_total\": %d, \"step_seconds_median\": %.6g, "
+                  "\"step_peak_bytes_median\": %.0f, \"activation_bytes_median\": %.0f, \"time_ratio_vs_none\": %.4f, "
+                  "\"peak_ratio_vs_none\": %.4f}%s\n",
+                  r.name.c_str(), r.plan.pieces_recomputed(), r.plan.pieces_total(), t, p, a, t / t_none, p / p_none,
+                  i + 1 < results.size() ? "," : "");
+    json += row;
+  }
+  json += "  ]\n}\n";
+  const auto slash = out.find_last_of('/');
+  if (slash != std::string::npos) std::system(("mkdir -p '" + out.substr(0, slash) + "'").c_str());
+  std::ofstream(out) << json;
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}

@@ -1,0 +1,171 @@
+// Typed configuration of a training run.
+//
+// One struct per component; every field maps 1:1 to a YAML key (named in the
+// comment where it differs from the field) and carries WeatherGenerator's
+// name where WeatherGenerator has one. Values here are the fallbacks used only
+// by tests that build structs directly; a run always starts from
+// config/default_config.yml (compiled into the binary), overlaid by the
+// user's files and --set overrides, so every key a run uses is visible there.
+//
+// This header is free of LibTorch and yaml-cpp on purpose: it is included
+// everywhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace wg {
+
+// Where a value came from: a file and 1-based line, or a --set argument.
+struct Origin {
+  std::string source;  // file path, or "--set" / "<default_config.yml>"
+  int line = 0;        // 1-based; 0 when not applicable
+  std::string str() const;  // "file:line" or "source"
+};
+
+// ---- streams -------------------------------------------------------------
+
+// `embed:` block of a stream file: the stream's StreamEmbedTransformer.
+struct EmbedNetConfig {
+  std::string net = "transformer";  // only "transformer" is supported
+  int num_tokens = 1;               // latent tokens produced per input token
+  int num_heads = 8;
+  int dim_embed = 256;
+  int num_blocks = 2;
+};
+
+// Settings of the synthetic source (`synthetic:` block of a stream file).
+struct SyntheticConfig {
+  int num_channels = 16;      // C
+  int grid_lat = 8;           // cells along latitude  (tokens per sample = lat*lon)
+  int grid_lon = 16;          // cells along longitude
+  int num_waves = 6;          // moving waves summed per field
+  double noise = 0.05;        // std of white noise added (in field units)
+  double time_step_hours = 6; // spacing of consecutive time points
+};
+
+// One stream file entry (`<NAME>: {...}` in a file of streams_directory).
+struct StreamConfig {
+  std::string name;                     // the map key, e.g. "ERA5"
+  std::string type = "synthetic";       // "synthetic" (anemoi: not yet)
+  std::vector<std::string> filenames;   // data files (anemoi streams)
+  std::vector<std::string> source_exclude;
+  std::vector<std::string> target_exclude;
+  double loss_weight = 1.0;
+  double masking_rate = -1.0;           // < 0: use the global masking_rate
+  int token_size = 8;                   // points per token
+  bool tokenize_spacetime = false;
+  EmbedNetConfig embed;
+  SyntheticConfig synthetic;
+  Origin origin;                        // file and line of the stream entry
+};
+
+// ---- gradient checkpointing ----------------------------------------------
+
+enum class CheckpointMode { None, Full, Selective, EveryN };
+
+// `gradient_checkpointing.<section>`: the structured form.
+struct SectionCheckpointConfig {
+  bool set = false;               // true when the structured form names this section
+  CheckpointMode mode = CheckpointMode::None;
+  int every_n = 1;                // for EveryN: blocks 0, n, 2n, ... (all their pieces)
+  std::vector<int> blocks;        // additionally recompute these blocks fully
+  Origin origin;
+};
+
+// Resolved inputs for the three sections; the legacy WeatherGenerator
+// booleans (embed_gradient_checkpoint_mode and aliases) have already been
+// folded in as Full/None when the structured form does not name a section.
+struct CheckpointConfig {
+  SectionCheckpointConfig embed;
+  SectionCheckpointConfig latent;
+  SectionCheckpointConfig pred;
+};
+
+// ---- optimisation --------------------------------------------------------
+
+struct LrConfig {
+  double lr_start = 1e-6;
+  double lr_max = 5e-5;
+  double lr_final_decay = 1e-6;
+  double lr_final = 0.0;
+  int64_t lr_steps_warmup = 512;
+  int64_t lr_steps_cooldown = 512;
+  std::string lr_policy_warmup = "cosine";   // linear | cosine
+  std::string lr_policy_decay = "constant";  // constant | linear | cosine
+  std::string lr_policy_cooldown = "linear"; // linear | cosine
+  std::string lr_scaling_policy = "sqrt";    // none | linear | sqrt
+};
+
+struct LossTerm {
+  std::string name;  // "mse" | "mae"
+  double weight = 1.0;
+};
+
+struct TrainLogFreq {
+  int terminal = 10;     // progress line every N steps
+  int metrics = 20;      // metrics record every N steps
+  int checkpoint = 250;  // training checkpoint every N steps
+};
+
+enum class NanPolicy { Error, Skip };
+
+// ---- the whole run -------------------------------------------------------
+
+struct Config {
+  // identity and output
+  std::string run_id;             // empty: generated at start
+  std::string run_root = "runs";  // run directory = run_root/run_id
+  uint64_t seed = 42;
+
+  // model: embed section (per-stream nets in StreamConfig::embed)
+  std::string embed_orientation = "channels";  // only "channels"
+  std::string embed_unembed_mode = "block";    // block | full
+  int embed_size_centroids = 0;
+  double embed_dropout_rate = 0.1;
+  int ae_local_dim_embed = 1024;  // dim_out of every embed transformer
+
+  // model: latent section (WeatherGenerator's global assimilation engine)
+  int ae_global_dim_embed = 2048;
+  int ae_global_num_blocks = 8;
+  int ae_global_num_heads = 32;
+  double ae_global_dropout_rate = 0.1;
+  int ae_global_mlp_hidden_factor = 2;
+
+  // model: prediction heads
+  int pred_mlp_hidden_factor = 2;  // hidden width = factor * latent width
+
+  std::string norm_type = "LayerNorm";  // LayerNorm | RMSNorm
+  bool with_mixed_precision = false;    // CUDA only: bf16 autocast of attention
+  std::string attention_dtype = "bf16"; // bf16 | fp32 (CUDA only)
+
+  // data
+  std::string streams_directory = "config/streams/era5_1deg/";
+  std::vector<StreamConfig> streams;  // loaded from streams_directory
+  int batch_size_per_gpu = 1;
+  double masking_rate = 0.6;
+  bool masking_rate_sampling = false;
+  int num_mini_epochs = 32;
+  int64_t samples_per_mini_epoch = 4096;
+
+  // optimisation
+  LrConfig lr;
+  double grad_clip = 1.0;
+  double weight_decay = 0.1;
+  std::vector<LossTerm> loss_fcts = {{"mse", 1.0}};
+  NanPolicy nan_policy = NanPolicy::Error;
+  int max_consecutive_nan_skips = 10;
+
+  // checkpointing (recomputation) choices
+  CheckpointConfig gradient_checkpointing;
+
+  // execution
+  std::string device = "auto";  // auto | cpu | cuda
+  int num_threads = 0;          // 0: cores of the node / ranks on the node
+
+  TrainLogFreq train_log_freq;
+};
+
+}  // namespace wg

@@ -1,0 +1,30 @@
+// A host-side training batch: per stream, normalised token values, token
+// centroids and the mask of tokens the model must predict. Plain vectors,
+// so the data layer needs no LibTorch; train/batch_tensors converts them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace wg {
+
+constexpr int kCentroidFeatures = 5;  // lat, sin lon, cos lon, sin tod, cos tod
+
+struct StreamBatch {
+  std::string stream;
+  int num_samples = 0;  // B
+  int tokens = 0;       // T tokens per sample
+  int token_size = 0;   // points per token
+  int channels = 0;     // C
+  std::vector<float> values;     // [B, T, token_size, C], normalised per channel
+  std::vector<float> centroids;  // [B, T, kCentroidFeatures]
+  std::vector<uint8_t> masked;   // [B, T], 1 = hidden from the model, in the loss
+};
+
+struct Batch {
+  std::vector<int64_t> sample_ids;  // global sample ids, in batch order
+  std::vector<StreamBatch> streams;  // in config order
+};
+
+}  // namespace wg

@@ -1,0 +1,42 @@
+// The training data of a run: one source per stream, the sampler, and the
+// masking, assembled into host batches. Synthetic streams today; the same
+// interface serves file-backed streams.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "wg/config/config.h"
+#include "wg/data/batch.h"
+#include "wg/data/sampler.h"
+#include "wg/data/synthetic.h"
+
+namespace wg {
+
+class Dataset {
+ public:
+  // Throws std::invalid_argument for a stream type it cannot serve or a world
+  // size the configuration cannot use.
+  Dataset(const Config& config, int rank, int world);
+
+  int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
+  int64_t total_steps() const { return steps_per_epoch() * num_epochs_; }
+
+  // The rank's batch for global step `step` (0-based over the whole run).
+  Batch batch(int64_t step) const;
+
+  const std::vector<SyntheticStream>& sources() const { return sources_; }
+
+ private:
+  std::vector<StreamConfig> streams_;
+  std::vector<SyntheticStream> sources_;
+  Sampler sampler_;
+  uint64_t seed_;
+  double masking_rate_;
+  bool masking_rate_sampling_;
+  int num_epochs_;
+  int rank_;
+};
+
+}  // namespace wg

@@ -1,0 +1,28 @@
+// The `wgtrain` program: command line, then config -> plan -> trainer ->
+// sinks -> exit code. main() only calls these.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "wg/config/loader.h"
+
+namespace wg {
+
+struct CliOptions {
+  ConfigSources sources;
+  std::string log_level = "info";
+  bool help = false;
+  bool version = false;
+  bool print_plan = false;  // resolve config and plan, print them, exit
+};
+
+// Throws std::invalid_argument with a usage hint on a bad command line.
+CliOptions parse_cli(const std::vector<std::string>& args);
+std::string usage();
+
+// Exit codes: 0 done, 1 runtime failure, 2 bad configuration or command line,
+// 3 non-finite loss under nan_policy.
+int run_training(const CliOptions& options);
+
+}  // namespace wg

@@ -1,0 +1,28 @@
+// Memory accounting. On CPU a counting allocator, installed once through
+// c10::SetCPUAllocator, sees every CPU tensor allocation (not oneDNN/BLAS
+// scratch mallocs) and keeps current and peak bytes. On CUDA the caching
+// allocator's own statistics are used. No LibTorch in this header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace wg {
+
+struct MemorySnapshot {
+  int64_t current_bytes = 0;   // allocated now
+  int64_t peak_bytes = 0;      // allocated peak since the last reset
+  int64_t reserved_peak_bytes = 0;  // CUDA: reserved by the caching allocator; CPU: = peak
+  int64_t capacity_bytes = 0;  // device memory (CPU: physical memory)
+};
+
+// Installs the counting CPU allocator (idempotent, thread-safe). Must run
+// before tensors that should be counted are allocated.
+void install_counting_allocator();
+bool counting_allocator_installed();
+
+// device: "cpu" or "cuda:N".
+MemorySnapshot memory_snapshot(const std::string& device);
+void reset_peak_memory(const std::string& device);
+
+}  // namespace wg

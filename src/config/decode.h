@@ -1,0 +1,63 @@
+// Private to the config loader: the known keys, and the typed decoding and
+// validation of a merged tree into Config / StreamConfig.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/yaml_tree.h"
+#include "wg/config/config.h"
+
+namespace wg::cfg {
+
+struct Schema {
+  std::vector<std::string> leaves;    // keys that take a value
+  std::vector<std::string> maps;      // keys that take a map of keys
+  std::vector<std::string> opaque;    // keys accepted with any value (unused here)
+  std::vector<std::string> required;  // must be present (default file / stream entry)
+};
+
+const Schema& config_schema();
+const Schema& stream_schema();
+const Aliases& config_aliases();
+
+// Unknown keys, and values where a map belongs. `context` is appended to the
+// key in messages, e.g. " in stream 'ERA5'".
+void check_keys(const Tree& tree, const Schema& schema, const std::string& context,
+                Problems& problems);
+
+// Required keys absent from `tree`; `where` names the tree in messages.
+void check_required(const Tree& tree, const Schema& schema, const std::string& where,
+                    Problems& problems);
+
+// Everything but the streams. `warn`: log the warnings (ignored sections,
+// boolean overridden by the structured checkpoint form). Returns the keys
+// that failed, so later cross checks can skip them.
+std::set<std::string> decode_config(const Tree& tree, Config& cfg, bool warn, Problems& problems);
+
+// One stream entry; `settings` holds its leaves relative to the entry.
+StreamConfig decode_stream(const std::string& name, const Origin& origin, const Tree& settings,
+                           Problems& problems);
+
+// Checks that need both the config and its streams.
+void check_with_streams(const Tree& tree, const Config& cfg, const std::set<std::string>& bad,
+                        Problems& problems);
+
+// Value helpers shared by the decoders.
+std::string got(const YAML::Node& n);           // "got 'abc'", "got the list [1, 2]", ...
+std::optional<long long> as_int(const YAML::Node& n);
+std::optional<bool> as_bool(const YAML::Node& n);
+
+// ---- checkpoint_keys.cpp: the gradient-checkpointing keys ----------------
+const std::vector<std::string>& checkpoint_keys();           // all of them (canonical)
+const std::vector<std::string>& checkpoint_required_keys();  // the three section booleans
+// Resolves Config::gradient_checkpointing; adds failed keys to `bad`.
+void decode_checkpointing(const Tree& tree, Config& cfg, bool warn, Problems& problems,
+                          std::set<std::string>& bad);
+// Block indices against the sections' block counts (needs the streams).
+void check_checkpoint_blocks(const Tree& tree, const Config& cfg, const std::set<std::string>& bad,
+                             Problems& problems);
+
+}  // namespace wg::cfg

@@ -1,0 +1,236 @@
+// The public entry points: gathers the sources (compiled-in defaults, --config
+// files, --set overrides), overlays them, decodes and validates, loads the
+// stream files of streams_directory, and throws every problem at once.
+#include "wg/config/loader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "config/decode.h"
+#include "config/yaml_tree.h"
+
+#ifndef WG_CONFIG_DIR
+#define WG_CONFIG_DIR "config"
+#endif
+
+namespace wg {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string error_text(const std::vector<std::string>& problems) {
+  std::string text = "invalid configuration (" + std::to_string(problems.size()) +
+                     (problems.size() == 1 ? " problem):" : " problems):");
+  for (const auto& p : problems) text += "\n" + p;
+  return text;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+ConfigError::ConfigError(std::vector<std::string> problems)
+    : std::runtime_error(error_text(problems)), problems_(std::move(problems)) {}
+
+std::string nearest_key(const std::string& key, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_distance = std::string::npos;
+  for (const auto& k : known) {
+    const size_t d = edit_distance(key, k);
+    if (d < best_distance) best_distance = d, best = k;
+  }
+  return best_distance <= std::max<size_t>(2, key.size() / 3) ? best : "";
+}
+
+namespace cfg {
+namespace {
+
+constexpr const char* kDefaultSource = "default_config.yml";
+
+struct Loaded {
+  Tree tree;
+  Config config;
+};
+
+// A relative streams_directory is taken relative to the file that set it;
+// --set: the current directory; the compiled-in default: WG_CONFIG_DIR.
+fs::path resolve_streams_dir(const Leaf* leaf, const std::string& value) {
+  fs::path base = fs::current_path();
+  if (leaf && leaf->kind == SourceKind::Default) base = WG_CONFIG_DIR;
+  if (leaf && leaf->kind == SourceKind::File) base = fs::path(leaf->origin.source).parent_path();
+  const fs::path p = fs::path(value).is_absolute() ? fs::path(value) : base / value;
+  return fs::absolute(p).lexically_normal();
+}
+
+void load_streams(const Tree& tree, Config& cfg, Problems& problems) {
+  const Leaf* leaf = tree.find("streams_directory");
+  const fs::path dir = resolve_streams_dir(leaf, cfg.streams_directory);
+  cfg.streams_directory = dir.string();
+  const std::string set_at = leaf ? leaf->origin.str() : std::string("the built-in value");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    problems.push_back(set_at + ": streams_directory '" + dir.string() +
+                       "' does not exist or is not a directory");
+    return;
+  }
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const auto ext = entry.path().extension();
+    if (entry.is_regular_file() && (ext == ".yml" || ext == ".yaml")) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end(),
+            [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+  if (files.empty()) {
+    problems.push_back(set_at + ": streams_directory '" + dir.string() +
+                       "' contains no stream files (*.yml, *.yaml)");
+    return;
+  }
+  const size_t problems_before = problems.size();
+  std::map<std::string, Origin> seen;
+  for (const auto& file : files) {
+    const std::string path = file.string();
+    const auto doc = read_yaml_file(path, problems);
+    if (!doc || doc->IsNull()) continue;
+    if (!doc->IsMap()) {
+      problems.push_back(path + ":" + std::to_string(doc->Mark().line + 1) +
+                         ": a stream file must map stream names to their settings, " + got(*doc));
+      continue;
+    }
+    for (const auto& kv : *doc) {
+      const Origin origin{path, kv.first.Mark().line + 1};
+      if (!kv.first.IsScalar()) {
+        problems.push_back(origin.str() + ": stream names must be plain names, got " + render(kv.first));
+        continue;
+      }
+      const std::string name = kv.first.Scalar();
+      if (auto it = seen.find(name); it != seen.end()) {
+        problems.push_back(origin.str() + (it->second.source == path ? ": duplicate key '" : ": stream '") +
+                           name + (it->second.source == path ? "' (first set at line " +
+                                                                   std::to_string(it->second.line) + ")"
+                                                             : "' is defined twice (first at " +
+                                                                   it->second.str() + ")"));
+        continue;
+      }
+      seen[name] = origin;
+      if (!kv.second.IsMap()) {
+        problems.push_back(origin.str() + ": stream '" + name + "' must be a map of settings, " +
+                           got(kv.second));
+        continue;
+      }
+      Tree settings;
+      flatten(kv.second, "", path, SourceKind::File, {}, settings, problems);
+      check_keys(settings, stream_schema(), " in stream '" + name + "'", problems);
+      cfg.streams.push_back(decode_stream(name, origin, settings, problems));
+    }
+  }
+  if (cfg.streams.empty() && problems.size() == problems_before)
+    problems.push_back(set_at + ": streams_directory '" + dir.string() + "' defines no streams");
+}
+
+Loaded load_all(const ConfigSources& sources, bool warn) {
+  Problems problems;
+  Loaded out;
+  const auto add = [&](const Tree& source) {
+    check_keys(source, config_schema(), "", problems);
+    out.tree.overlay(source);
+  };
+  if (sources.include_defaults) {
+    if (auto doc = parse_yaml(default_config_text(), kDefaultSource, problems)) {
+      Tree defaults = flatten_document(*doc, kDefaultSource, SourceKind::Default, config_aliases(), problems);
+      check_required(defaults, config_schema(), kDefaultSource, problems);
+      add(defaults);
+    }
+  }
+  for (const auto& file : sources.files)
+    if (auto doc = read_yaml_file(file, problems))
+      add(flatten_document(*doc, file, SourceKind::File, config_aliases(), problems));
+  for (const auto& arg : sources.overrides) add(parse_override(arg, config_aliases(), problems));
+
+  const auto bad = decode_config(out.tree, out.config, warn, problems);
+  if (!bad.count("streams_directory")) load_streams(out.tree, out.config, problems);
+  check_with_streams(out.tree, out.config, bad, problems);
+  if (!problems.empty()) throw ConfigError(std::move(problems));
+  return out;
+}
+
+// One stream as YAML (for the commented record in the resolved config).
+std::string stream_yaml(const StreamConfig& s) {
+  YAML::Emitter out;
+  out.SetDoublePrecision(15);
+  const auto list = [&](const char* key, const std::vector<std::string>& v) {
+    out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& x : v) out << x;
+    out << YAML::EndSeq;
+  };
+  out << YAML::BeginMap << YAML::Key << s.name << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "type" << YAML::Value << s.type;
+  list("filenames", s.filenames);
+  list("source_exclude", s.source_exclude);
+  list("target_exclude", s.target_exclude);
+  out << YAML::Key << "loss_weight" << YAML::Value << s.loss_weight;
+  out << YAML::Key << "masking_rate" << YAML::Value << s.masking_rate;
+  out << YAML::Key << "token_size" << YAML::Value << s.token_size;
+  out << YAML::Key << "tokenize_spacetime" << YAML::Value << s.tokenize_spacetime;
+  out << YAML::Key << "embed" << YAML::Value << YAML::BeginMap << YAML::Key << "net" << YAML::Value
+      << s.embed.net << YAML::Key << "num_tokens" << YAML::Value << s.embed.num_tokens << YAML::Key
+      << "num_heads" << YAML::Value << s.embed.num_heads << YAML::Key << "dim_embed" << YAML::Value
+      << s.embed.dim_embed << YAML::Key << "num_blocks" << YAML::Value << s.embed.num_blocks
+      << YAML::EndMap;
+  const auto& y = s.synthetic;
+  out << YAML::Key << "synthetic" << YAML::Value << YAML::BeginMap << YAML::Key << "num_channels"
+      << YAML::Value << y.num_channels << YAML::Key << "grid_lat" << YAML::Value << y.grid_lat
+      << YAML::Key << "grid_lon" << YAML::Value << y.grid_lon << YAML::Key << "num_waves" << YAML::Value
+      << y.num_waves << YAML::Key << "noise" << YAML::Value << y.noise << YAML::Key
+      << "time_step_hours" << YAML::Value << y.time_step_hours << YAML::EndMap;
+  out << YAML::EndMap << YAML::EndMap;
+  return out.c_str();
+}
+
+}  // namespace
+}  // namespace cfg
+
+Config load_config(const ConfigSources& sources) { return cfg::load_all(sources, true).config; }
+
+std::string resolved_config_yaml(const ConfigSources& sources) {
+  cfg::Loaded loaded = cfg::load_all(sources, false);
+  const Config& c = loaded.config;
+  // streams_directory is written resolved, so the file reloads from anywhere.
+  if (!loaded.tree.find("streams_directory"))
+    loaded.tree.set("streams_directory",
+                    cfg::Leaf{YAML::Node(c.streams_directory), Origin{"the built-in value", 0},
+                              cfg::SourceKind::File, "streams_directory"});
+  std::map<std::string, cfg::EmitOverride> overrides = {{"streams_directory", {c.streams_directory, " (resolved)"}}};
+  // A section boolean the structured form overrides is left out (it has no effect).
+  const auto& gc = c.gradient_checkpointing;
+  if (gc.embed.set) overrides["embed_gradient_checkpoint_mode"].omit = true;
+  if (gc.latent.set) overrides["ae_global_gradient_checkpoint_mode"].omit = true;
+  if (gc.pred.set) overrides["pred_gradient_checkpoint_mode"].omit = true;
+  std::ostringstream text;
+  text << "# Resolved configuration: every key, with where it was set.\n"
+       << "# Loads back on its own (without default_config.yml).\n"
+       << cfg::emit_tree(loaded.tree, overrides)
+       << "\n# ---- streams, as loaded from streams_directory (read from there again on reload) ----\n";
+  for (const auto& s : c.streams) {
+    text << "# " << s.origin.str() << "\n";
+    std::istringstream lines(cfg::stream_yaml(s));
+    for (std::string line; std::getline(lines, line);) text << "# " << line << "\n";
+  }
+  return text.str();
+}
+
+}  // namespace wg

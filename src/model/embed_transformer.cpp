@@ -1,0 +1,90 @@
+// StreamEmbedTransformer (see header). Pieces, in order: input (embed +
+// positional encoding), per block attention then MLP, read-out. The plan
+// only flips Piece::recompute; forward is one loop over the pieces.
+#include "wg/model/embed_transformer.h"
+
+namespace wg {
+
+StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : o_(o) {
+  TORCH_CHECK(o.unembed_mode == "block" || o.unembed_mode == "full", "embed: unknown unembed_mode '",
+              o.unembed_mode, "'");
+  const int total = o.num_tokens * o.dim_out;
+  embed = register_module("embed", torch::nn::Linear(o.token_size, o.dim_embed));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int i = 0; i < o.num_blocks; ++i) {
+    attention_.emplace_back(AttentionOptions{o.dim_embed, o.num_heads, o.dropout_rate, o.norm_type,
+                                             o.bf16_attention_on_cuda});
+    mlp_.emplace_back(MlpOptions{o.dim_embed, 2, o.dropout_rate, o.norm_type});
+    layers->push_back(attention_.back());
+    layers->push_back(mlp_.back());
+  }
+  if (o.unembed_mode == "block") {
+    // WeatherGenerator widens the centroid part so C divides the rest.
+    e_ = o.embed_size_centroids + (total - o.embed_size_centroids) % o.num_channels;
+    d_c_ = (total - e_) / o.num_channels;
+    TORCH_CHECK(d_c_ >= 1, "embed: num_tokens*dim_out too small for ", o.num_channels, " channels");
+    auto unembed = register_module("unembed", torch::nn::ModuleList());
+    auto ln_final = register_module("ln_final", torch::nn::ModuleList());
+    for (int c = 0; c < o.num_channels; ++c) {
+      unembed_block_.emplace_back(o.dim_embed, d_c_);
+      ln_block_.emplace_back(torch::nn::LayerNormOptions({o.dim_embed}).eps(1e-6));
+      unembed->push_back(unembed_block_.back());
+      ln_final->push_back(ln_block_.back());
+    }
+  } else {
+    e_ = o.embed_size_centroids;
+    ln_full_ = register_module("ln_final",
+                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.num_channels * o.dim_embed}).eps(1e-3)));
+    unembed_full_ = register_module("unembed", torch::nn::Linear(o.num_channels * o.dim_embed, total - e_));
+  }
+  if (o.embed_size_centroids > 0)
+    embed_centroids = register_module("embed_centroids", torch::nn::Linear(5, e_));
+  dropout_final = register_module("dropout_final", torch::nn::Dropout(0.1));
+  set_plan(EmbedPlan{});
+}
+
+void StreamEmbedTransformerImpl::set_plan(const EmbedPlan& plan) {
+  auto flag = [](const std::vector<BlockPlan>& b, size_t i, bool BlockPlan::*m) { return i < b.size() && b[i].*m; };
+  pieces_.clear();
+  pieces_.push_back({[this](const torch::Tensor& x) {
+                       torch::Tensor h = embed(x.transpose(-2, -1));  // [N, C, dim_embed]
+                       return h + harmonic_encoding(h.size(1), h.size(2), h.options());
+                     },
+                     embed->parameters(), plan.input});
+  for (size_t i = 0; i < attention_.size(); ++i) {
+    auto attn = attention_[i];
+    auto mlp = mlp_[i];
+    pieces_.push_back({[attn](const torch::Tensor& x) mutable { return attn->forward(x); }, attn->parameters(),
+                       flag(plan.blocks, i, &BlockPlan::attn)});
+    pieces_.push_back({[mlp](const torch::Tensor& x) mutable { return mlp->forward(x); }, mlp->parameters(),
+                       flag(plan.blocks, i, &BlockPlan::mlp)});
+  }
+  std::vector<torch::Tensor> readout_params;
+  for (auto& m : ln_block_) for (auto& p : m->parameters()) readout_params.push_back(p);
+  for (auto& m : unembed_block_) for (auto& p : m->parameters()) readout_params.push_back(p);
+  if (ln_full_) for (auto& p : ln_full_->parameters()) readout_params.push_back(p);
+  if (unembed_full_) for (auto& p : unembed_full_->parameters()) readout_params.push_back(p);
+  pieces_.push_back({[this](const torch::Tensor& x) { return readout(x); }, readout_params, plan.readout});
+}
+
+torch::Tensor StreamEmbedTransformerImpl::readout(const torch::Tensor& x) {
+  if (o_.unembed_mode == "full") return unembed_full_(ln_full_(x.flatten(-2, -1)));
+  std::vector<torch::Tensor> per_channel;
+  per_channel.reserve(unembed_block_.size());
+  for (size_t c = 0; c < unembed_block_.size(); ++c)
+    per_channel.push_back(unembed_block_[c](ln_block_[c](x.select(1, int64_t(c)))));  // [N, d_c]
+  return torch::stack(per_channel, 1).flatten(-2, -1);  // [N, C*d_c]
+}
+
+torch::Tensor StreamEmbedTransformerImpl::forward(const torch::Tensor& x_in, const torch::Tensor& centroids) {
+  torch::Tensor out = run_pieces(pieces_, x_in);  // [N, total - e]
+  const int64_t total = int64_t(o_.num_tokens) * o_.dim_out;
+  if (o_.embed_size_centroids > 0) {
+    TORCH_CHECK(centroids.defined(), "embed: embed_size_centroids > 0 needs centroids");
+    out = torch::cat({out, embed_centroids(centroids)}, -1);
+  }
+  if (out.size(-1) < total) out = torch::constant_pad_nd(out, {0, total - out.size(-1)});
+  return dropout_final(out.reshape({-1, o_.num_tokens, o_.dim_out}));
+}
+
+}  // namespace wg

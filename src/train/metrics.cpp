@@ -1,0 +1,69 @@
+// Metric sinks (see header).
+#include "wg/train/metrics.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "wg/util/logging.h"
+
+namespace wg {
+
+namespace {
+bool due(int64_t step, int64_t total, int every) { return (step + 1) % every == 0 || step + 1 == total; }
+}  // namespace
+
+void LogSink::on_step(const StepMetrics& m) {
+  if (!due(m.step, m.total_steps, every_)) return;
+  spdlog::info("step {:>6}/{} loss {:.5f} lr {:.3e} grad_norm {:.3f} samples/s {:.1f} tokens/s {:.0f} peak {}{}",
+               m.step + 1, m.total_steps, m.loss, m.lr, m.grad_norm, m.samples_per_second, m.tokens_per_second,
+               format_bytes(m.peak_bytes), m.skipped ? " (skipped: non-finite loss)" : "");
+}
+
+void LogSink::on_end(const RunSummary& s) {
+  spdlog::info("summary: {} steps in {:.1f} s, loss {:.5f} (first logged) -> {:.5f} (last logged), "
+               "{:.1f} samples/s, peak memory {}, {} skipped steps",
+               s.steps, s.seconds, s.first_loss, s.last_loss, s.mean_samples_per_second, format_bytes(s.peak_bytes),
+               s.skipped_steps);
+}
+
+std::string to_json(const StepMetrics& m) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"step\":%lld,\"loss\":%.8g,\"lr\":%.8g,\"grad_norm\":%.8g,\"step_seconds\":%.6g,"
+                "\"data_seconds\":%.6g,\"samples_per_second\":%.6g,\"tokens_per_second\":%.6g,"
+                "\"peak_bytes\":%lld,\"activation_bytes\":%lld,\"skipped\":%s}",
+                (long long)m.step, m.loss, m.lr, m.grad_norm, m.step_seconds, m.data_seconds,
+                m.samples_per_second, m.tokens_per_second, (long long)m.peak_bytes,
+                (long long)m.activation_bytes, m.skipped ? "true" : "false");
+  return buf;
+}
+
+std::string to_json(const RunSummary& s) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"steps\":%lld,\"skipped_steps\":%lld,\"seconds\":%.6g,\"first_loss\":%.8g,"
+                "\"last_loss\":%.8g,\"mean_samples_per_second\":%.6g,\"peak_bytes\":%lld}",
+                (long long)s.steps, (long long)s.skipped_steps, s.seconds, s.first_loss, s.last_loss,
+                s.mean_samples_per_second, (long long)s.peak_bytes);
+  return buf;
+}
+
+JsonlSink::JsonlSink(const std::string& run_dir, int every) : run_dir_(run_dir), every_(every) {
+  out_.open(run_dir_ + "/metrics.jsonl", std::ios::app);
+  if (!out_) throw std::runtime_error("cannot write " + run_dir_ + "/metrics.jsonl");
+}
+
+void JsonlSink::on_step(const StepMetrics& m) {
+  if (!due(m.step, m.total_steps, every_)) return;
+  out_ << to_json(m) << '\n';
+  out_.flush();
+}
+
+void JsonlSink::on_end(const RunSummary& s) {
+  std::ofstream f(run_dir_ + "/summary.json");
+  f << to_json(s) << '\n';
+}
+
+}  // namespace wg

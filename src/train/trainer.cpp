@@ -1,0 +1,118 @@
+// The training loop (see header).
+#include "wg/train/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "wg/train/batch_tensors.h"
+#include "wg/util/memory.h"
+
+namespace wg {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+WeatherModel seeded_model(const Config& config, const torch::Device& device) {
+  torch::manual_seed(config.seed);
+  WeatherModel model(config);
+  model->to(device);
+  model->train();
+  return model;
+}
+}  // namespace
+
+Trainer::Trainer(const Config& config, const CheckpointPlan& plan, const torch::Device& device, int rank, int world)
+    : config_(config),
+      device_(device),
+      device_name_(device.str()),
+      model_(seeded_model(config, device)),
+      dataset_(config, rank, world),
+      loss_(config),
+      schedule_(config.lr, dataset_.total_steps(), world) {
+  model_->set_plan(plan);
+  params_ = model_->parameters();
+  optimizer_ = std::make_unique<torch::optim::AdamW>(
+      params_, torch::optim::AdamWOptions(schedule_.at(0)).weight_decay(config.weight_decay));
+}
+
+StepMetrics Trainer::step(int64_t step) {
+  const auto t0 = Clock::now();
+  Batch batch = dataset_.batch(step);
+  const double data_seconds = seconds_since(t0);
+  StepMetrics m = step_on(batch, step);
+  m.data_seconds = data_seconds;
+  m.step_seconds += data_seconds;
+  m.samples_per_second = double(batch.sample_ids.size()) / m.step_seconds;
+  m.tokens_per_second = double(token_count(batch)) / m.step_seconds;
+  return m;
+}
+
+StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
+  const auto t0 = Clock::now();
+  reset_peak_memory(device_name_);
+  StepMetrics m;
+  m.step = step;
+  m.total_steps = total_steps();
+  m.lr = schedule_.at(std::min(step, total_steps() - 1));
+
+  optimizer_->zero_grad();
+  const int64_t before_forward = memory_snapshot(device_name_).current_bytes;
+  ModelInput input = to_model_input(batch, device_);
+  torch::Tensor loss = loss_(model_->forward(input), masked_targets(input));
+  m.activation_bytes = memory_snapshot(device_name_).current_bytes - before_forward;
+  m.loss = loss.item<double>();
+
+  if (!std::isfinite(m.loss)) {
+    if (config_.nan_policy == NanPolicy::Error)
+      throw NonFiniteLossError("non-finite loss (" + std::to_string(m.loss) + ") at step " + std::to_string(step) +
+                               "; nan_policy is 'error' (set nan_policy: skip to skip such steps)");
+    if (++consecutive_skips_ >= config_.max_consecutive_nan_skips)
+      throw NonFiniteLossError("non-finite loss in " + std::to_string(consecutive_skips_) +
+                               " consecutive steps (max_consecutive_nan_skips), last at step " + std::to_string(step));
+    spdlog::warn("step {}: non-finite loss, step skipped (nan_policy: skip, {} in a row)", step, consecutive_skips_);
+    m.skipped = true;
+  } else {
+    consecutive_skips_ = 0;
+    loss.backward();
+    m.grad_norm = config_.grad_clip > 0 ? torch::nn::utils::clip_grad_norm_(params_, config_.grad_clip)
+                                        : torch::nn::utils::clip_grad_norm_(params_, 1e30);
+    for (auto& group : optimizer_->param_groups())
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(m.lr);
+    optimizer_->step();
+  }
+  m.peak_bytes = memory_snapshot(device_name_).peak_bytes;
+  m.step_seconds = seconds_since(t0);
+  m.samples_per_second = double(batch.sample_ids.size()) / m.step_seconds;
+  m.tokens_per_second = double(token_count(batch)) / m.step_seconds;
+  return m;
+}
+
+RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks) {
+  RunSummary s;
+  const auto t0 = Clock::now();
+  int64_t samples = 0;
+  bool have_first = false;
+  for (int64_t k = 0; k < total_steps(); ++k) {
+    StepMetrics m = step(k);
+    samples += config_.batch_size_per_gpu;
+    s.skipped_steps += m.skipped;
+    s.peak_bytes = std::max(s.peak_bytes, m.peak_bytes);
+    const bool logged = (k + 1) % config_.train_log_freq.terminal == 0 || k + 1 == total_steps();
+    if (logged && !m.skipped) {
+      if (!have_first) s.first_loss = m.loss;
+      have_first = true;
+      s.last_loss = m.loss;
+    }
+    for (MetricsSink* sink : sinks) sink->on_step(m);
+    s.steps = k + 1;
+  }
+  s.seconds = seconds_since(t0);
+  s.mean_samples_per_second = s.seconds > 0 ? double(samples) / s.seconds : 0;
+  for (MetricsSink* sink : sinks) sink->on_end(s);
+  return s;
+}
+
+}  // namespace wg

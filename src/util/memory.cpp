@@ -1,0 +1,119 @@
+// Counting CPU allocator and memory statistics (see header).
+//
+// Each allocation is over-allocated by one alignment unit in front; the
+// size lives there, so the deleter knows what to subtract. data == context,
+// so raw_allocate/raw_deleter keep working.
+#include "wg/util/memory.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <stdexcept>
+
+#ifdef WG_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace wg {
+namespace {
+
+constexpr size_t kHeader = c10::gAlignment;  // keeps the returned pointer aligned
+
+struct Counters {
+  std::atomic<int64_t> current{0};
+  std::atomic<int64_t> peak{0};
+};
+
+Counters& counters() {
+  static Counters c;  // process-wide by nature: c10 has one CPU allocator
+  return c;
+}
+
+void counting_delete(void* ptr) {
+  if (!ptr) return;
+  char* base = static_cast<char*>(ptr) - kHeader;
+  const int64_t n = *reinterpret_cast<int64_t*>(base);
+  counters().current.fetch_sub(n, std::memory_order_relaxed);
+  c10::free_cpu(base);
+}
+
+struct CountingAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t n) const override {
+    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    *reinterpret_cast<int64_t*>(base) = static_cast<int64_t>(n);
+    auto& c = counters();
+    const int64_t now = c.current.fetch_add(int64_t(n), std::memory_order_relaxed) + int64_t(n);
+    int64_t peak = c.peak.load(std::memory_order_relaxed);
+    while (now > peak && !c.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+    void* data = base + kHeader;
+    return {data, data, &counting_delete, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &counting_delete; }
+};
+
+std::once_flag g_install_once;
+std::atomic<bool> g_installed{false};
+
+int64_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * page : 0;
+}
+
+}  // namespace
+
+void install_counting_allocator() {
+  std::call_once(g_install_once, [] {
+    static CountingAllocator allocator;  // must outlive every tensor
+    // Priority above the default (0) so later default registrations do not win.
+    c10::SetCPUAllocator(&allocator, /*priority=*/10);
+    g_installed = true;
+  });
+}
+
+bool counting_allocator_installed() { return g_installed.load(); }
+
+MemorySnapshot memory_snapshot(const std::string& device) {
+  MemorySnapshot s;
+  if (device.rfind("cuda", 0) == 0) {
+#ifdef WG_TORCH_CUDA
+    const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+    const auto all = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+    s.current_bytes = stats.allocated_bytes[all].current;
+    s.peak_bytes = stats.allocated_bytes[all].peak;
+    s.reserved_peak_bytes = stats.reserved_bytes[all].peak;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) s.capacity_bytes = int64_t(total_b);
+    return s;
+#else
+    throw std::runtime_error("memory statistics for " + device + ": this build's LibTorch has no CUDA");
+#endif
+  }
+  s.current_bytes = counters().current.load();
+  s.peak_bytes = counters().peak.load();
+  s.reserved_peak_bytes = s.peak_bytes;
+  s.capacity_bytes = physical_memory();
+  return s;
+}
+
+void reset_peak_memory(const std::string& device) {
+  if (device.rfind("cuda", 0) == 0) {
+#ifdef WG_TORCH_CUDA
+    const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+    c10::cuda::CUDACachingAllocator::resetPeakStats(index);
+#endif
+    return;
+  }
+  counters().peak.store(counters().current.load());
+}
+
+}  // namespace wg

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# expect.sh CODE REGEX COMMAND...: runs COMMAND, passes when it exits with
+# CODE and its output (stdout+stderr) matches the extended REGEX.
+set -u
+want_code=$1 regex=$2
+shift 2
+out=$("$@" 2>&1)
+code=$?
+if [ "$code" -ne "$want_code" ]; then
+  printf 'exit code %s, expected %s\n--- output ---\n%s\n' "$code" "$want_code" "$out"
+  exit 1
+fi
+if ! grep -Eq -- "$regex" <<<"$out"; then
+  printf 'output does not match /%s/\n--- output ---\n%s\n' "$regex" "$out"
+  exit 1
+fi
+echo "ok: exit $code, output matches /$regex/"

@@ -1,0 +1,135 @@
+// The embed transformer's shapes and parameter names (as model.md spells
+// them), read-out widths, and the whole model's forward.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <set>
+
+#include "../common/tiny_config.h"
+#include "wg/data/dataset.h"
+#include "wg/model/embed_transformer.h"
+#include "wg/model/weather_model.h"
+#include "wg/train/batch_tensors.h"
+
+namespace wg {
+namespace {
+
+EmbedOptions options(int C, int dim_out, int centroids, const std::string& mode) {
+  EmbedOptions o;
+  o.num_tokens = 2;
+  o.token_size = 4;
+  o.num_channels = C;
+  o.dim_embed = 16;
+  o.dim_out = dim_out;
+  o.num_blocks = 2;
+  o.num_heads = 4;
+  o.dropout_rate = 0.0;
+  o.embed_size_centroids = centroids;
+  o.unembed_mode = mode;
+  return o;
+}
+
+std::set<std::string> names(torch::nn::Module& m) {
+  std::set<std::string> out;
+  for (const auto& p : m.named_parameters()) out.insert(p.key());
+  return out;
+}
+
+TEST(EmbedTransformer, BlockReadoutNamesAndShapes) {
+  StreamEmbedTransformer embed(options(3, 16, 0, "block"));
+  const auto n = names(*embed);
+  for (const char* k : {"embed.weight", "embed.bias", "layers.0.proj_heads_q.weight", "layers.0.proj_heads_k.weight",
+                        "layers.0.proj_heads_v.weight", "layers.0.proj_out.weight", "layers.1.layers.0.weight",
+                        "layers.1.layers.0.bias", "layers.1.layers.1.weight", "layers.1.layers.1.bias",
+                        "layers.1.layers.4.weight", "layers.1.layers.4.bias", "layers.2.proj_out.weight",
+                        "layers.3.layers.4.bias", "unembed.0.weight", "unembed.2.bias", "ln_final.0.weight",
+                        "ln_final.2.bias"})
+    EXPECT_TRUE(n.count(k)) << k;
+  EXPECT_FALSE(n.count("embed_centroids.weight"));
+  EXPECT_FALSE(n.count("layers.0.proj_heads_q.bias"));  // bias-free
+  // 2*16 = 32 outputs over 3 channels: 32 % 3 = 2 go to the (padded) rest
+  EXPECT_EQ(embed->readout_width(), 10);
+  EXPECT_EQ(embed->centroid_width(), 2);
+  torch::Tensor y = embed->forward(torch::randn({5, 4, 3}));
+  EXPECT_EQ(y.sizes(), torch::IntArrayRef({5, 2, 16}));
+  // the padded tail is exactly zero (eval: no final dropout)
+  embed->eval();
+  y = embed->forward(torch::randn({5, 4, 3}));
+  EXPECT_EQ(y.reshape({5, 32}).slice(1, 30).abs().max().item<float>(), 0.0f);
+}
+
+TEST(EmbedTransformer, CentroidsFillTheRemainder) {
+  StreamEmbedTransformer embed(options(3, 16, 4, "block"));
+  // e = 4 + (32 - 4) % 3 = 5, d_c = 27 / 3 = 9
+  EXPECT_EQ(embed->centroid_width(), 5);
+  EXPECT_EQ(embed->readout_width(), 9);
+  EXPECT_TRUE(names(*embed).count("embed_centroids.weight"));
+  torch::Tensor y = embed->forward(torch::randn({6, 4, 3}), torch::randn({6, 5}));
+  EXPECT_EQ(y.sizes(), torch::IntArrayRef({6, 2, 16}));
+  EXPECT_THROW(embed->forward(torch::randn({6, 4, 3})), c10::Error);
+}
+
+TEST(EmbedTransformer, FullReadout) {
+  StreamEmbedTransformer embed(options(3, 16, 4, "full"));
+  const auto n = names(*embed);
+  EXPECT_TRUE(n.count("unembed.weight"));
+  EXPECT_TRUE(n.count("ln_final.weight"));
+  for (const auto& p : embed->named_parameters())
+    if (p.key() == "unembed.weight") EXPECT_EQ(p.value().sizes(), torch::IntArrayRef({28, 48}));
+  torch::Tensor y = embed->forward(torch::randn({6, 4, 3}), torch::randn({6, 5}));
+  EXPECT_EQ(y.sizes(), torch::IntArrayRef({6, 2, 16}));
+}
+
+TEST(EmbedTransformer, PositionalEncodingFollowsTheFormula) {
+  torch::Tensor pe = harmonic_encoding(5, 6, torch::kFloat64);
+  for (int p = 0; p < 5; ++p)
+    for (int i = 0; i < 3; ++i) {
+      const double a = p * std::exp(-2.0 * i * std::log(10000.0) / 6);
+      EXPECT_NEAR(pe[p][2 * i].item<double>(), std::sin(a), 1e-12);
+      EXPECT_NEAR(pe[p][2 * i + 1].item<double>(), std::cos(a), 1e-12);
+    }
+}
+
+TEST(WeatherModel, ForwardPredictsEveryMaskedTokenOfEveryStream) {
+  Config c = wg::testing::tiny_config();
+  WeatherModel model(c);
+  Dataset data(c, 0, 1);
+  const Batch b = data.batch(0);
+  ModelInput in = to_model_input(b, torch::kCPU);
+  auto preds = model->forward(in);
+  auto targets = masked_targets(in);
+  ASSERT_EQ(preds.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_EQ(preds[s].sizes(), targets[s].sizes());
+    int masked = 0;
+    for (auto m : b.streams[s].masked) masked += m;
+    EXPECT_EQ(preds[s].size(0), masked);
+  }
+  const auto n = names(*model);
+  EXPECT_TRUE(n.count("embed_engine.embeds.ERA5.layers.7.layers.4.weight"));
+  EXPECT_TRUE(n.count("embed_engine.embeds.SYNOP.unembed.2.weight"));
+  EXPECT_TRUE(n.count("latent_adapter.mask_token"));
+  EXPECT_TRUE(n.count("latent_engine.layers.3.layers.1.weight"));
+  EXPECT_TRUE(n.count("pred_heads.SYNOP.layers.3.bias"));
+}
+
+TEST(WeatherModel, MaskedValuesDoNotReachThePrediction) {
+  // Changing the values of masked tokens must not change any prediction:
+  // the model only sees visible tokens.
+  Config c = wg::testing::tiny_config();
+  WeatherModel model(c);
+  model->eval();
+  Dataset data(c, 0, 1);
+  Batch b = data.batch(0);
+  auto before = model->forward(to_model_input(b, torch::kCPU));
+  auto& sb = b.streams[0];
+  const size_t per_token = size_t(sb.token_size) * sb.channels;
+  for (size_t t = 0; t < sb.masked.size(); ++t)
+    if (sb.masked[t])
+      for (size_t j = 0; j < per_token; ++j) sb.values[t * per_token + j] = 100.f;
+  auto after = model->forward(to_model_input(b, torch::kCPU));
+  for (size_t s = 0; s < before.size(); ++s) EXPECT_TRUE(torch::equal(before[s], after[s]));
+}
+
+}  // namespace
+}  // namespace wg
