@@ -24,6 +24,7 @@
 #include "wg/model/checkpoint_plan.h"
 #include "wg/train/trainer.h"
 #include "wg/util/memory.h"
+#include "wg/util/threads.h"
 
 using namespace wg;
 
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int threads = base.num_threads > 0 ? base.num_threads : 1;
-  at::set_num_threads(threads);
+  set_compute_threads(threads);
 
   const struct { const char* name; CheckpointMode mode; int every_n; } modes[] = {
       {"none", CheckpointMode::None, 1},

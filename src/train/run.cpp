@@ -16,6 +16,7 @@
 #include "wg/train/trainer.h"
 #include "wg/util/logging.h"
 #include "wg/util/memory.h"
+#include "wg/util/threads.h"
 
 namespace wg {
 
@@ -110,7 +111,7 @@ int run_training(const CliOptions& options) {
   const torch::Device device = choose_device(config.device);
   const int threads = config.num_threads > 0 ? config.num_threads
                                              : std::max(1, int(std::thread::hardware_concurrency()));
-  at::set_num_threads(threads);
+  set_compute_threads(threads);
 
   if (config.run_id.empty()) config.run_id = new_run_id();
   const fs::path run_dir = fs::path(config.run_root) / config.run_id;

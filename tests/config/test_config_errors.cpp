@@ -1,0 +1,254 @@
+// Configuration loader, bad inputs: each kind gives its own message naming
+// the key, the file and the line.
+#include "config_fixture.h"
+
+using namespace wg;
+using namespace wg::config_test;
+namespace fs = std::filesystem;
+
+
+// ---- malformed configurations: one specific message each -------------------
+
+TEST_F(ConfigTest, MissingFile) {
+  const std::string p = (dir / "nope.yml").string();
+  EXPECT_EQ(one_problem(files({p})), "config file '" + p + "' does not exist");
+}
+
+TEST_F(ConfigTest, YamlSyntaxError) {
+  const auto f = write("a.yml", "seed: 1\nloss_fcts: [[mse, 1.0]\nbatch_size_per_gpu: 2\n");
+  const std::string p = one_problem(files({f}));
+  EXPECT_EQ(p.rfind(f + ":", 0), 0u) << p;
+  EXPECT_NE(p.find("YAML syntax error: end of sequence flow not found"), std::string::npos) << p;
+}
+
+TEST_F(ConfigTest, TopLevelNotAMap) {
+  const auto f = write("a.yml", "- seed\n- 1\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":1: the top level must be a map of 'key: value' entries, got the list [seed, 1]");
+}
+
+TEST_F(ConfigTest, UnknownKeyWithSuggestion) {
+  const auto f = write("a.yml", "seed: 1\n\nbach_size_per_gpu: 4\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":3: unknown key 'bach_size_per_gpu' (did you mean 'batch_size_per_gpu'?)");
+}
+
+TEST_F(ConfigTest, UnknownNestedKey) {
+  const auto f = write("a.yml", "train_log_freq:\n  terminl: 5\n");
+  EXPECT_EQ(one_problem(files({f})),
+            f + ":2: unknown key 'train_log_freq.terminl' (did you mean 'train_log_freq.terminal'?)");
+}
+
+TEST_F(ConfigTest, MapExpectedButScalarGiven) {
+  const auto f = write("a.yml", "train_log_freq: 5\n");
+  EXPECT_EQ(one_problem(files({f})),
+            f + ":1: train_log_freq must be a map with the keys terminal, metrics, checkpoint, got '5'");
+}
+
+TEST_F(ConfigTest, DuplicateKey) {
+  const auto f = write("a.yml", "batch_size_per_gpu: 2\nseed: 1\nbatch_size_per_gpu: 3\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":3: duplicate key 'batch_size_per_gpu' (first set at line 1)");
+}
+
+TEST_F(ConfigTest, WrongIntegerType) {
+  const auto f = write("a.yml", "seed: 1\nbatch_size_per_gpu: abc\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":2: batch_size_per_gpu must be an integer >= 1, got 'abc'");
+  const auto g = write("b.yml", "num_mini_epochs: 2.5\n");
+  EXPECT_EQ(one_problem(files({g})), g + ":1: num_mini_epochs must be an integer >= 1, got '2.5'");
+  const auto h = write("c.yml", "seed: -1\n");
+  EXPECT_EQ(one_problem(files({h})), h + ":1: seed must be an integer >= 0, got '-1'");
+}
+
+TEST_F(ConfigTest, WrongBoolean) {
+  const auto f = write("a.yml", "with_mixed_precision: maybe\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":1: with_mixed_precision must be true or false, got 'maybe'");
+}
+
+TEST_F(ConfigTest, BadEnum) {
+  const auto f = write("a.yml", "norm_type: BatchNorm\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":1: norm_type must be one of LayerNorm|RMSNorm, got 'BatchNorm'");
+  EXPECT_EQ(one_problem(sets({"lr_policy_decay=exp"})),
+            "--set 'lr_policy_decay=exp': lr_policy_decay must be one of constant|linear|cosine, got 'exp'");
+}
+
+TEST_F(ConfigTest, TokensOrientationIsNotSupported) {
+  const auto f = write("a.yml", "embed_orientation: tokens\n");
+  EXPECT_EQ(one_problem(files({f})),
+            f + ":1: embed_orientation is 'tokens', WeatherGenerator's other orientation, which this trainer "
+                "does not support; use 'channels'");
+}
+
+TEST_F(ConfigTest, OutOfRangeValues) {
+  const auto f = write("a.yml", "embed_dropout_rate: 1.0\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":1: embed_dropout_rate must be a number in [0, 1), got '1.0'");
+  const auto g = write("b.yml", "masking_rate: 0\n");
+  EXPECT_EQ(one_problem(files({g})), g + ":1: masking_rate must be a number in (0, 1), got '0'");
+  EXPECT_EQ(one_problem(sets({"grad_clip=-0.5"})), "--set 'grad_clip=-0.5': grad_clip must be a number >= 0, got '-0.5'");
+}
+
+TEST_F(ConfigTest, DimNotDivisibleByHeads) {
+  const auto f = write("a.yml", "ae_global_dim_embed: 100\n");
+  const std::string p = one_problem(files({f}));
+  EXPECT_EQ(p.rfind(f + ":1: ae_global_dim_embed (100) must be divisible by ae_global_num_heads (32, set at "
+                        "default_config.yml:", 0),
+            0u) << p;
+}
+
+TEST_F(ConfigTest, BadLossFunctions) {
+  const auto f = write("a.yml", "loss_fcts: [[huber, 1.0]]\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":1: loss_fcts must be a non-empty list of [name, weight] pairs with "
+                                         "name mse|mae and weight >= 0, got the entry [huber, 1.0]");
+  const std::string p = one_problem(sets({"loss_fcts=[]"}));
+  EXPECT_NE(p.find("loss_fcts must be a non-empty list"), std::string::npos) << p;
+}
+
+TEST_F(ConfigTest, UnknownCheckpointSection) {
+  const auto f = write("a.yml", "gradient_checkpointing:\n  latnet: full\n");
+  EXPECT_EQ(one_problem(files({f})),
+            f + ":2: unknown key 'gradient_checkpointing.latnet' (did you mean 'gradient_checkpointing.latent'?)");
+  EXPECT_EQ(one_problem(sets({"gradient_checkpointing.encoder.mode=full"})),
+            "--set 'gradient_checkpointing.encoder.mode=full': unknown key 'gradient_checkpointing.encoder' "
+            "(known keys under gradient_checkpointing: embed, latent, pred)");
+}
+
+TEST_F(ConfigTest, BadCheckpointMode) {
+  const auto f = write("a.yml", "gradient_checkpointing: {embed: {mode: some}}\n");
+  EXPECT_EQ(one_problem(files({f})),
+            f + ":1: gradient_checkpointing.embed.mode must be one of none|full|selective|every_n, got 'some'");
+}
+
+TEST_F(ConfigTest, BlockIndexOutOfRange) {
+  const auto f = write("a.yml", "gradient_checkpointing:\n  latent: {mode: none, blocks: [1, 8]}\n");
+  EXPECT_EQ(one_problem(files({f})),
+            f + ":2: gradient_checkpointing.latent.blocks: block index out of range: 8 (the latent section has "
+                "8 block(s), ae_global_num_blocks; valid indices are 0..7)");
+  const auto g = with_streams("b.yml", "gradient_checkpointing: {embed: {blocks: [3]}}\n");
+  const std::string p = one_problem(files({g}));
+  EXPECT_NE(p.find(g + ":2: gradient_checkpointing.embed.blocks: block index out of range: 3 (the embed section "
+                       "has 3 block(s)"), std::string::npos) << p;
+  EXPECT_NE(one_problem(sets({"gradient_checkpointing.pred.blocks=[1]"})).find("the pred section has 1 block(s)"),
+            std::string::npos);
+  EXPECT_EQ(one_problem(sets({"gradient_checkpointing.pred.blocks=[-1]"})),
+            "--set 'gradient_checkpointing.pred.blocks=[-1]': gradient_checkpointing.pred.blocks must be a list of "
+            "block indices (integers >= 0), got the list [-1]");
+}
+
+TEST_F(ConfigTest, EveryNWithWrongMode) {
+  const auto f = write("a.yml", "gradient_checkpointing:\n  embed:\n    mode: full\n    every_n: 2\n");
+  EXPECT_EQ(one_problem(files({f})),
+            f + ":4: gradient_checkpointing.embed.every_n is only allowed with mode every_n (the mode is 'full')");
+  const auto g = write("b.yml", "gradient_checkpointing: {latent: every_n}\n");
+  EXPECT_EQ(one_problem(files({g})), g + ":1: gradient_checkpointing.latent is every_n, which needs "
+                                         "gradient_checkpointing.latent.every_n (an integer >= 1)");
+}
+
+TEST_F(ConfigTest, ConflictingAliasesInOneFile) {
+  const auto f = write("a.yml", "ae_global_gradient_checkpoint_mode: true\nassimilate_global_gradient_checkpoint_mode: false\n");
+  EXPECT_EQ(one_problem(files({f})),
+            f + ":2: 'assimilate_global_gradient_checkpoint_mode' and 'ae_global_gradient_checkpoint_mode' (line 1) "
+                "both set ae_global_gradient_checkpoint_mode but with different values (false vs true)");
+}
+
+TEST_F(ConfigTest, MissingStreamsDirectory) {
+  const auto f = write("a.yml", "seed: 3\nstreams_directory: nowhere/\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":2: streams_directory '" + (dir / "nowhere/").string() +
+                                         "' does not exist or is not a directory");
+}
+
+TEST_F(ConfigTest, EmptyStreamsDirectory) {
+  fs::create_directories(dir / "empty");
+  write("empty/readme.txt", "not a stream file");
+  const std::string arg = "streams_directory=" + (dir / "empty").string();
+  EXPECT_EQ(one_problem(sets({arg})), "--set '" + arg + "': streams_directory '" + (dir / "empty").string() +
+                                          "' contains no stream files (*.yml, *.yaml)");
+}
+
+TEST_F(ConfigTest, AnemoiStreamIsNotSupportedYet) {
+  const auto f = with_streams("a.yml", "", "ERA5:\n  type: anemoi\n  filenames: [era5.zarr]\n  token_size: 8\n"
+                                           "  embed: {net: transformer, num_tokens: 1, num_heads: 2, dim_embed: 16, num_blocks: 1}\n");
+  EXPECT_EQ(one_problem(files({f})), (dir / "streams/s.yml").string() +
+                                         ":2: stream 'ERA5': type is 'anemoi', but anemoi Zarr streams are not "
+                                         "supported yet; use type: synthetic");
+}
+
+TEST_F(ConfigTest, BadStreamKey) {
+  std::string text = kStream;
+  text.replace(text.find("token_size"), 10, "tokn_size");
+  const auto f = with_streams("a.yml", "", text);
+  const std::string s = (dir / "streams/s.yml").string();
+  try {
+    load_config(files({f}));
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.problems().size(), 2u) << e.what();
+    EXPECT_EQ(e.problems()[0], s + ":3: unknown key 'tokn_size' in stream 'S1' (did you mean 'token_size'?)");
+    EXPECT_EQ(e.problems()[1], s + ":1: stream 'S1': lacks the required key 'token_size'");
+  }
+}
+
+TEST_F(ConfigTest, BadStreamValues) {
+  std::string text = kStream;
+  text.replace(text.find("dim_embed: 16"), 13, "dim_embed: 15");
+  const auto f = with_streams("a.yml", "", text + "  masking_rate: 1.5\n  extra_key_from_wg: 1\n"
+                                                  "  target_readout: {num_layers: 2}\n");
+  const std::string s = (dir / "streams/s.yml").string();
+  try {
+    load_config(files({f}));
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.problems().size(), 3u) << e.what();
+    EXPECT_EQ(e.problems()[0], s + ":7: unknown key 'extra_key_from_wg' in stream 'S1'");
+    EXPECT_EQ(e.problems()[1], s + ":6: stream 'S1': masking_rate must be -1 (use the global masking_rate) or "
+                                   "a number in (0, 1), got '1.5'");
+    EXPECT_EQ(e.problems()[2], s + ":4: stream 'S1': embed.dim_embed (15) must be divisible by embed.num_heads (2)");
+  }
+}
+
+TEST_F(ConfigTest, DuplicateStreamNames) {
+  write("streams/b.yml", kStream);
+  const auto f = with_streams("a.yml", "");
+  EXPECT_EQ(one_problem(files({f})), (dir / "streams/s.yml").string() + ":1: stream 'S1' is defined twice (first at " +
+                                         (dir / "streams/b.yml").string() + ":1)");
+}
+
+TEST_F(ConfigTest, CentroidsMustFitTheEmbedding) {
+  const auto f = with_streams("a.yml", "ae_local_dim_embed: 16\nembed_size_centroids: 16\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":3: embed_size_centroids (16) must be < embed.num_tokens * "
+                                         "ae_local_dim_embed = 16 for stream 'S1' (" +
+                                         (dir / "streams/s.yml").string() + ":1)");
+}
+
+TEST_F(ConfigTest, SetWithoutEquals) {
+  EXPECT_EQ(one_problem(sets({"batch_size_per_gpu"})),
+            "--set 'batch_size_per_gpu': expected dotted.key=value (no '=' found)");
+}
+
+TEST_F(ConfigTest, SetUnknownKey) {
+  EXPECT_EQ(one_problem(sets({"train_log_freq.termnal=5"})),
+            "--set 'train_log_freq.termnal=5': unknown key 'train_log_freq.termnal' (did you mean "
+            "'train_log_freq.terminal'?)");
+  const std::string p = one_problem(sets({"seed=[1"}));
+  EXPECT_EQ(p.rfind("--set 'seed=[1': the value is not valid YAML: ", 0), 0u) << p;
+}
+
+TEST_F(ConfigTest, AllProblemsAreReportedAtOnce) {
+  const auto f = write("a.yml", "bach_size_per_gpu: 4\nnorm_type: Batch\nnorm_type: RMSNorm\n");
+  const std::string missing = (dir / "missing.yml").string();
+  try {
+    load_config(files({f, missing}, {"device=tpu", "seed"}));
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    const std::vector<std::string> expected = {
+        f + ":3: duplicate key 'norm_type' (first set at line 2)",
+        "config file '" + missing + "' does not exist",
+        "--set 'seed': expected dotted.key=value (no '=' found)",
+        f + ":1: unknown key 'bach_size_per_gpu' (did you mean 'batch_size_per_gpu'?)",
+        f + ":2: norm_type must be one of LayerNorm|RMSNorm, got 'Batch'",
+        "--set 'device=tpu': device must be one of auto|cpu|cuda, got 'tpu'",
+    };
+    ASSERT_EQ(e.problems().size(), expected.size()) << e.what();
+    for (const auto& line : expected) {
+      EXPECT_NE(std::find(e.problems().begin(), e.problems().end(), line), e.problems().end()) << line;
+      EXPECT_NE(std::string(e.what()).find("\n" + line), std::string::npos) << line;
+    }
+    EXPECT_EQ(std::string(e.what()).rfind("invalid configuration (6 problems):", 0), 0u);
+  }
+}
