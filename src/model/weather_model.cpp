@@ -16,7 +16,7 @@ EmbedOptions embed_options(const Config& c, const StreamConfig& s) {
   o.norm_type = c.norm_type;
   o.embed_size_centroids = c.embed_size_centroids;
   o.unembed_mode = c.embed_unembed_mode;
-  o.bf16_attention_on_cuda = c.attention_dtype == "bf16";
+  o.bf16_attention_on_cuda = c.with_mixed_precision && c.attention_dtype == "bf16";
   return o;
 }
 
@@ -57,7 +57,7 @@ WeatherModelImpl::WeatherModelImpl(const Config& c) : streams_(c.streams), dim_l
   lo.mlp_hidden_factor = c.ae_global_mlp_hidden_factor;
   lo.dropout_rate = c.ae_global_dropout_rate;
   lo.norm_type = c.norm_type;
-  lo.bf16_attention_on_cuda = c.attention_dtype == "bf16";
+  lo.bf16_attention_on_cuda = c.with_mixed_precision && c.attention_dtype == "bf16";
   latent_engine = register_module("latent_engine", LatentEngine(lo));
 }
 
