@@ -6,10 +6,10 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
   libtorch-dev libopenblas0-pthread
-  libyaml-cpp-dev libspdlog-dev libfmt-dev
+  libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev
-  python3-torch python3-numpy python3-yaml
+  python3-torch python3-numpy python3-yaml python3-matplotlib
 )
 
 missing=()

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "wg/io/weights.h"
 #include "wg/model/checkpoint_plan.h"
 #include "wg/train/trainer.h"
 #include "wg/util/logging.h"
@@ -28,6 +29,9 @@ std::string usage() {
          "  --set KEY=VALUE   override one key, dotted for nested keys (repeatable, applied last)\n"
          "  --log-level L     trace|debug|info|warn|error (default info)\n"
          "  --print-plan      print the resolved checkpoint plan and exit\n"
+         "  --init-weights FILE          initialise the model from a safetensors file\n"
+         "  --init-weights-prefix P[=Q]  only tensors named P...; they load into parameters Q... (default Q = P),\n"
+         "                               e.g. embed_engine.embeds.ERA5. to take one stream's embed transformer\n"
          "  --version, --help\n";
 }
 
@@ -52,10 +56,16 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
     else if (a == "--log-level") o.log_level = value(a);
     else if (split("--log-level", v)) o.log_level = v;
     else if (a == "--print-plan") o.print_plan = true;
+    else if (a == "--init-weights") o.init_weights = value(a);
+    else if (split("--init-weights", v)) o.init_weights = v;
+    else if (a == "--init-weights-prefix") o.init_weights_prefix = value(a);
+    else if (split("--init-weights-prefix", v)) o.init_weights_prefix = v;
     else if (a == "--help" || a == "-h") o.help = true;
     else if (a == "--version") o.version = true;
     else throw std::invalid_argument("unknown option '" + a + "'");
   }
+  if (!o.init_weights_prefix.empty() && o.init_weights.empty())
+    throw std::invalid_argument("--init-weights-prefix needs --init-weights FILE");
   static const char* levels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   if (std::find(std::begin(levels), std::end(levels), o.log_level) == std::end(levels))
     throw std::invalid_argument("--log-level '" + o.log_level + "' is not one of trace|debug|info|warn|error");
@@ -120,6 +130,16 @@ int run_training(const CliOptions& options) {
   write_text(run_dir / "plan.txt", plan.table() + "\n");
 
   Trainer trainer(config, plan, device);
+  if (!options.init_weights.empty()) {
+    try {
+      const int n = load_weights(*trainer.model(), options.init_weights, parse_weights_mapping(options.init_weights_prefix));
+      spdlog::info("initialised {} tensors from {}{}", n, options.init_weights,
+                   options.init_weights_prefix.empty() ? "" : " (prefix " + options.init_weights_prefix + ")");
+    } catch (const std::runtime_error& e) {  // SafetensorsError, WeightsMismatchError
+      spdlog::error("--init-weights: {}", e.what());
+      return 2;
+    }
+  }
   spdlog::info("run {} in {}: device {}, {} threads, {} parameters, {} steps", config.run_id, run_dir.string(),
                device.str(), threads,
                [&] { int64_t n = 0; for (auto& p : trainer.model()->parameters()) n += p.numel(); return n; }(),
@@ -132,6 +152,8 @@ int run_training(const CliOptions& options) {
     spdlog::error("{}", e.what());
     return 3;
   }
+  save_weights(*trainer.model(), (run_dir / "weights.safetensors").string());
+  spdlog::info("weights written to {}", (run_dir / "weights.safetensors").string());
   return 0;
 }
 

@@ -15,14 +15,16 @@ struct CliOptions {
   bool help = false;
   bool version = false;
   bool print_plan = false;  // resolve config and plan, print them, exit
+  std::string init_weights;         // safetensors file to initialise from
+  std::string init_weights_prefix;  // "P" or "FILE_PREFIX=MODEL_PREFIX" (see io/weights.h)
 };
 
 // Throws std::invalid_argument with a usage hint on a bad command line.
 CliOptions parse_cli(const std::vector<std::string>& args);
 std::string usage();
 
-// Exit codes: 0 done, 1 runtime failure, 2 bad configuration or command line,
-// 3 non-finite loss under nan_policy.
+// Exit codes: 0 done, 1 runtime failure, 2 bad configuration, command line
+// or initial weights, 3 non-finite loss under nan_policy.
 int run_training(const CliOptions& options);
 
 }  // namespace wg

@@ -43,6 +43,7 @@ class Trainer {
   RunSummary train(const std::vector<MetricsSink*>& sinks);
 
   WeatherModel& model() { return model_; }
+  torch::optim::AdamW& optimizer() { return *optimizer_; }
   const std::string& device_name() const { return device_name_; }
 
  private:

@@ -1,0 +1,20 @@
+// The full training state in one safetensors file, separate from plain
+// weights: model parameters ("model.<name>"), AdamW moments
+// ("optimizer.<name>.exp_avg", ".exp_avg_sq") and per-parameter step
+// counts ("optimizer.<name>.step", I64), with the next training step in the
+// metadata ("next_step"). Loading checks everything before changing
+// anything.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace wg {
+
+class Trainer;
+
+void save_training_state(const std::string& path, Trainer& trainer, int64_t next_step);
+// Returns the step to continue from.
+int64_t load_training_state(const std::string& path, Trainer& trainer);
+
+}  // namespace wg
