@@ -1,6 +1,8 @@
 // The gradient-checkpointing keys: WeatherGenerator's per-section booleans
 // (and their alias spellings), the structured `gradient_checkpointing` form,
 // their resolution into Config::gradient_checkpointing, and block ranges.
+// Owns the one section parser (decode_section) and block-range check that
+// the per-node rules (node_rules.cpp) share.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -78,67 +80,96 @@ const std::vector<std::string>& checkpoint_keys() {
   return keys;
 }
 
+const std::vector<CheckpointSection>& checkpoint_sections() {
+  static const std::vector<CheckpointSection> v = [] {
+    std::vector<CheckpointSection> out;
+    for (const auto& s : kSections) out.push_back({s.name, s.field});
+    return out;
+  }();
+  return v;
+}
+
+SectionCheckpointConfig decode_section(const SectionInput& in, Problems& problems,
+                                       std::set<std::string>& bad) {
+  const auto fail = [&](const SectionPart& part, const std::string& msg) {
+    problems.push_back(part.origin.str() + ": " + part.key + " " + msg);
+    bad.insert(part.key);
+  };
+  SectionCheckpointConfig sc;
+  sc.set = true;
+  sc.origin = in.origin;
+  bool mode_ok = true;
+  if (in.mode) {
+    sc.origin = in.mode->origin;
+    if (auto m = parse_mode(in.mode->value)) {
+      sc.mode = *m;
+    } else {
+      fail(*in.mode, "must be one of none|full|selective|every_n, " + got(in.mode->value));
+      mode_ok = false;
+    }
+  }
+  if (in.every_n) {
+    const auto v = as_int(in.every_n->value);
+    if (!v || *v < 1 || *v > INT_MAX) {
+      fail(*in.every_n, "must be an integer >= 1, " + got(in.every_n->value));
+    } else if (mode_ok && sc.mode != CheckpointMode::EveryN) {
+      fail(*in.every_n,
+           std::string("is only allowed with mode every_n (the mode is '") + mode_name(sc.mode) + "')");
+    } else {
+      sc.every_n = static_cast<int>(*v);
+    }
+  } else if (mode_ok && sc.mode == CheckpointMode::EveryN) {
+    fail(*in.mode, "is every_n, which needs " + in.base + ".every_n (an integer >= 1)");
+  }
+  if (in.blocks) {
+    const YAML::Node& list = in.blocks->value;
+    bool ok = list.IsNull() || list.IsSequence();
+    for (size_t i = 0; ok && list.IsSequence() && i < list.size(); ++i) {
+      const auto v = as_int(list[i]);
+      ok = v && *v >= 0 && *v <= INT_MAX;
+      if (ok) sc.blocks.push_back(static_cast<int>(*v));
+    }
+    if (!ok) fail(*in.blocks, "must be a list of block indices (integers >= 0), " + got(list));
+  }
+  return sc;
+}
+
 void decode_checkpointing(const Tree& tree, Config& cfg, bool warn, Problems& problems,
                           std::set<std::string>& bad) {
-  const auto fail = [&](const std::string& key, const Leaf& leaf, const std::string& msg) {
-    problems.push_back(leaf.origin.str() + ": " + key + " " + msg);
-    bad.insert(key);
-  };
   const auto flag = [&](const std::string& key) -> const Leaf* {  // the leaf if a valid boolean
     const Leaf* leaf = tree.find(key);
-    if (leaf && !as_bool(leaf->value)) fail(key, *leaf, "must be true or false, " + got(leaf->value));
+    if (leaf && !as_bool(leaf->value)) {
+      problems.push_back(leaf->origin.str() + ": " + key + " must be true or false, " + got(leaf->value));
+      bad.insert(key);
+    }
     return leaf && !bad.count(key) ? leaf : nullptr;
+  };
+  const auto part = [&](const std::string& key) -> std::optional<SectionPart> {
+    const Leaf* leaf = tree.find(key);
+    if (!leaf) return std::nullopt;
+    return SectionPart{leaf->value, leaf->origin, key};
   };
 
   for (const auto& sec : kSections) {
-    SectionCheckpointConfig sc;
     const Leaf* flag_leaf = flag(sec.flag);
     const std::string base = std::string("gradient_checkpointing.") + sec.name;
     const auto structured = tree.under(base);
     if (structured.empty()) {  // the boolean decides
+      SectionCheckpointConfig sc;
       sc.mode = flag_leaf && *as_bool(flag_leaf->value) ? CheckpointMode::Full : CheckpointMode::None;
       if (flag_leaf) sc.origin = flag_leaf->origin;
       cfg.gradient_checkpointing.*sec.field = sc;
       continue;
     }
-    sc.set = true;
-    sc.origin = structured.front().second->origin;
-    std::string mode_key = base;  // shorthand `embed: full`, else `embed: {mode: full}`
-    const Leaf* mode_leaf = tree.find(base);
-    if (mode_leaf && empty_map_like(mode_leaf->value)) mode_leaf = nullptr;
-    if (!mode_leaf) mode_leaf = tree.find(mode_key = base + ".mode");
-    if (mode_leaf) {
-      sc.origin = mode_leaf->origin;
-      if (auto m = parse_mode(mode_leaf->value)) {
-        sc.mode = *m;
-      } else {
-        fail(mode_key, *mode_leaf, "must be one of none|full|selective|every_n, " + got(mode_leaf->value));
-      }
-    }
-    const bool mode_ok = !bad.count(mode_key);
-    if (const Leaf* n_leaf = tree.find(base + ".every_n")) {
-      const auto v = as_int(n_leaf->value);
-      if (!v || *v < 1 || *v > INT_MAX) {
-        fail(base + ".every_n", *n_leaf, "must be an integer >= 1, " + got(n_leaf->value));
-      } else if (mode_ok && sc.mode != CheckpointMode::EveryN) {
-        fail(base + ".every_n", *n_leaf,
-             std::string("is only allowed with mode every_n (the mode is '") + mode_name(sc.mode) + "')");
-      } else {
-        sc.every_n = static_cast<int>(*v);
-      }
-    } else if (mode_ok && sc.mode == CheckpointMode::EveryN) {
-      fail(mode_key, *mode_leaf, "is every_n, which needs " + base + ".every_n (an integer >= 1)");
-    }
-    if (const Leaf* b_leaf = tree.find(base + ".blocks")) {
-      const YAML::Node& list = b_leaf->value;
-      bool ok = list.IsNull() || list.IsSequence();
-      for (size_t i = 0; ok && list.IsSequence() && i < list.size(); ++i) {
-        const auto v = as_int(list[i]);
-        ok = v && *v >= 0 && *v <= INT_MAX;
-        if (ok) sc.blocks.push_back(static_cast<int>(*v));
-      }
-      if (!ok) fail(base + ".blocks", *b_leaf, "must be a list of block indices (integers >= 0), " + got(list));
-    }
+    SectionInput in;
+    in.base = base;
+    in.origin = structured.front().second->origin;
+    in.mode = part(base);  // shorthand `embed: full`, else `embed: {mode: full}`
+    if (in.mode && empty_map_like(in.mode->value)) in.mode.reset();
+    if (!in.mode) in.mode = part(base + ".mode");
+    in.every_n = part(base + ".every_n");
+    in.blocks = part(base + ".blocks");
+    const SectionCheckpointConfig sc = decode_section(in, problems, bad);
     const bool user_structured = std::any_of(structured.begin(), structured.end(), [](const auto& e) {
       return e.second->kind != SourceKind::Default;
     });
@@ -157,31 +188,39 @@ void decode_checkpointing(const Tree& tree, Config& cfg, bool warn, Problems& pr
   }
 }
 
+void check_section_blocks(const SectionCheckpointConfig& sc, SectionCheckpointConfig CheckpointConfig::*field,
+                          const std::string& key, const Origin& at, const Config& cfg,
+                          const std::set<std::string>& bad, Problems& problems) {
+  if (!sc.set || sc.blocks.empty()) return;
+  const char* name = "?";
+  for (const auto& sec : kSections)
+    if (sec.field == field) name = sec.name;
+  int count = 1;
+  std::string why = "the prediction head is one block";
+  if (field == &CheckpointConfig::embed) {
+    if (cfg.streams.empty()) return;
+    count = 0;
+    for (const auto& s : cfg.streams) count = std::max(count, s.embed.num_blocks);
+    why = "the largest embed.num_blocks of the streams";
+  } else if (field == &CheckpointConfig::latent) {
+    if (bad.count("ae_global_num_blocks")) return;
+    count = cfg.ae_global_num_blocks;
+    why = "ae_global_num_blocks";
+  }
+  for (int b : sc.blocks)
+    if (b >= count)
+      problems.push_back(at.str() + ": " + key + ": block index out of range: " + std::to_string(b) + " (the " +
+                         name + " section has " + std::to_string(count) + " block(s), " + why +
+                         "; valid indices are 0.." + std::to_string(count - 1) + ")");
+}
+
 void check_checkpoint_blocks(const Tree& tree, const Config& cfg, const std::set<std::string>& bad,
                              Problems& problems) {
   for (const auto& sec : kSections) {
-    const SectionCheckpointConfig& sc = cfg.gradient_checkpointing.*sec.field;
     const std::string key = std::string("gradient_checkpointing.") + sec.name + ".blocks";
-    const Leaf* leaf = tree.find(key);
-    if (!sc.set || sc.blocks.empty() || !leaf) continue;
-    int count = 1;
-    std::string why = "the prediction head is one block";
-    if (sec.field == &CheckpointConfig::embed) {
-      if (cfg.streams.empty()) continue;
-      count = 0;
-      for (const auto& s : cfg.streams) count = std::max(count, s.embed.num_blocks);
-      why = "the largest embed.num_blocks of the streams";
-    } else if (sec.field == &CheckpointConfig::latent) {
-      if (bad.count("ae_global_num_blocks")) continue;
-      count = cfg.ae_global_num_blocks;
-      why = "ae_global_num_blocks";
-    }
-    for (int b : sc.blocks)
-      if (b >= count)
-        problems.push_back(leaf->origin.str() + ": " + key + ": block index out of range: " +
-                           std::to_string(b) + " (the " + sec.name + " section has " +
-                           std::to_string(count) + " block(s), " + why + "; valid indices are 0.." +
-                           std::to_string(count - 1) + ")");
+    if (const Leaf* leaf = tree.find(key))
+      check_section_blocks(cfg.gradient_checkpointing.*sec.field, sec.field, key, leaf->origin, cfg, bad,
+                           problems);
   }
 }
 

@@ -40,6 +40,14 @@ std::optional<bool> as_bool(const YAML::Node& n) {
   return std::nullopt;
 }
 
+std::optional<double> as_number(const YAML::Node& n) {
+  if (!n.IsScalar() || n.Scalar().empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(n.Scalar().c_str(), &end);
+  if (*end != '\0' || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
 namespace {
 
 using Error = std::optional<std::string>;
@@ -59,14 +67,6 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
   return out;
-}
-
-std::optional<double> as_number(const YAML::Node& n) {
-  if (!n.IsScalar() || n.Scalar().empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(n.Scalar().c_str(), &end);
-  if (*end != '\0' || !std::isfinite(v)) return std::nullopt;
-  return v;
 }
 
 std::string num_text(double v) {
@@ -232,6 +232,7 @@ const std::vector<Rule<Config>>& config_rules() {
       choice<Config>("embed_unembed_mode", AT(embed_unembed_mode), {"block", "full"}),
       integer<Config>("embed_size_centroids", AT(embed_size_centroids), at_least(0)),
       number<Config>("embed_dropout_rate", AT(embed_dropout_rate), kRate),
+      number<Config>("embed_dropout_final_rate", AT(embed_dropout_final_rate), kRate),
       integer<Config>("ae_local_dim_embed", AT(ae_local_dim_embed), at_least(1)),
       integer<Config>("ae_global_dim_embed", AT(ae_global_dim_embed), at_least(1)),
       integer<Config>("ae_global_num_blocks", AT(ae_global_num_blocks), at_least(1)),
@@ -265,6 +266,9 @@ const std::vector<Rule<Config>>& config_rules() {
       integer<Config>("max_consecutive_nan_skips", AT(max_consecutive_nan_skips), at_least(1)),
       choice<Config>("device", AT(device), {"auto", "cpu", "cuda"}),
       integer<Config>("num_threads", AT(num_threads), at_least(0)),
+      number<Config>("ddp_bucket_mb", AT(ddp_bucket_mb), Range{0.0, std::nullopt, true}),
+      integer<Config>("fault_injection.rank", AT(fault_injection.rank), at_least(-1)),
+      integer<Config>("fault_injection.step", AT(fault_injection.step), at_least(-1)),
       integer<Config>("train_log_freq.terminal", AT(train_log_freq.terminal), at_least(1)),
       integer<Config>("train_log_freq.metrics", AT(train_log_freq.metrics), at_least(1)),
       integer<Config>("train_log_freq.checkpoint", AT(train_log_freq.checkpoint), at_least(1)),
@@ -339,7 +343,12 @@ std::string where(const Tree& tree, const std::string& key) {
 }  // namespace
 
 const Schema& config_schema() {
-  static const Schema s = schema_from(config_rules(), checkpoint_keys(), checkpoint_required_keys(), {});
+  static const Schema s = [] {
+    std::vector<std::string> extra = checkpoint_keys(), required = checkpoint_required_keys();
+    extra.push_back(kNodeRulesKey);
+    required.push_back(kNodeRulesKey);
+    return schema_from(config_rules(), extra, required, {});
+  }();
   return s;
 }
 
@@ -416,6 +425,7 @@ std::set<std::string> decode_config(const Tree& tree, Config& cfg, bool warn, Pr
                        std::to_string(cfg.ae_global_num_heads) + ", set at " +
                        where(tree, "ae_global_num_heads") + ")");
   decode_checkpointing(tree, cfg, warn, problems, bad);
+  decode_node_rules(tree, cfg, problems, bad);
   return bad;
 }
 
@@ -460,6 +470,7 @@ void check_with_streams(const Tree& tree, const Config& cfg, const std::set<std:
     }
   }
   check_checkpoint_blocks(tree, cfg, bad, problems);
+  check_node_rule_blocks(tree, cfg, bad, problems);
 }
 
 }  // namespace wg::cfg

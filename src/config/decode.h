@@ -1,5 +1,7 @@
 // Private to the config loader: the known keys, and the typed decoding and
-// validation of a merged tree into Config / StreamConfig.
+// validation of a merged tree into Config / StreamConfig (decode.cpp), the
+// gradient-checkpointing keys (checkpoint_keys.cpp) and the per-node rules
+// (node_rules.cpp).
 #pragma once
 
 #include <optional>
@@ -49,6 +51,7 @@ void check_with_streams(const Tree& tree, const Config& cfg, const std::set<std:
 std::string got(const YAML::Node& n);           // "got 'abc'", "got the list [1, 2]", ...
 std::optional<long long> as_int(const YAML::Node& n);
 std::optional<bool> as_bool(const YAML::Node& n);
+std::optional<double> as_number(const YAML::Node& n);  // finite numbers only
 
 // ---- checkpoint_keys.cpp: the gradient-checkpointing keys ----------------
 const std::vector<std::string>& checkpoint_keys();           // all of them (canonical)
@@ -59,5 +62,46 @@ void decode_checkpointing(const Tree& tree, Config& cfg, bool warn, Problems& pr
 // Block indices against the sections' block counts (needs the streams).
 void check_checkpoint_blocks(const Tree& tree, const Config& cfg, const std::set<std::string>& bad,
                              Problems& problems);
+
+// The three sections, by their key (embed, latent, pred).
+struct CheckpointSection {
+  const char* name;
+  SectionCheckpointConfig CheckpointConfig::*field;
+};
+const std::vector<CheckpointSection>& checkpoint_sections();
+
+// One part of a section as given: its value, where it was set, and its key as
+// named in messages (e.g. "gradient_checkpointing.latent.every_n").
+struct SectionPart {
+  YAML::Node value;
+  Origin origin;
+  std::string key;
+};
+// A section as given, by the flat tree (gradient_checkpointing.<name>) or by
+// a node rule (checkpoint_node_rules[i].set.<name>).
+struct SectionInput {
+  std::string base;                 // the section's key in messages
+  Origin origin;                    // where the section starts
+  std::optional<SectionPart> mode;  // the shorthand (key == base) or `mode`
+  std::optional<SectionPart> every_n;
+  std::optional<SectionPart> blocks;
+};
+// The one section parser (mode, every_n, blocks and their rules) of both
+// forms. The result has set == true; failed keys are added to `bad`.
+SectionCheckpointConfig decode_section(const SectionInput& in, Problems& problems,
+                                       std::set<std::string>& bad);
+// Block indices of `sc` (section `field`) against that section's block count;
+// `key` and `at` name the blocks in messages.
+void check_section_blocks(const SectionCheckpointConfig& sc, SectionCheckpointConfig CheckpointConfig::*field,
+                          const std::string& key, const Origin& at, const Config& cfg,
+                          const std::set<std::string>& bad, Problems& problems);
+
+// ---- node_rules.cpp: checkpoint_node_rules -------------------------------
+inline const char* const kNodeRulesKey = "checkpoint_node_rules";
+// Resolves Config::checkpoint_node_rules; on any problem adds kNodeRulesKey to `bad`.
+void decode_node_rules(const Tree& tree, Config& cfg, Problems& problems, std::set<std::string>& bad);
+// Block indices of the rules' sections (needs the streams).
+void check_node_rule_blocks(const Tree& tree, const Config& cfg, const std::set<std::string>& bad,
+                            Problems& problems);
 
 }  // namespace wg::cfg

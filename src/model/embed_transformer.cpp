@@ -39,7 +39,7 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
   }
   if (o.embed_size_centroids > 0)
     embed_centroids = register_module("embed_centroids", torch::nn::Linear(5, e_));
-  dropout_final = register_module("dropout_final", torch::nn::Dropout(0.1));
+  dropout_final = register_module("dropout_final", torch::nn::Dropout(o.dropout_final_rate));
   set_plan(EmbedPlan{});
 }
 

@@ -13,6 +13,7 @@ EmbedOptions embed_options(const Config& c, const StreamConfig& s) {
   o.num_blocks = s.embed.num_blocks;
   o.num_heads = s.embed.num_heads;
   o.dropout_rate = c.embed_dropout_rate;
+  o.dropout_final_rate = c.embed_dropout_final_rate;
   o.norm_type = c.norm_type;
   o.embed_size_centroids = c.embed_size_centroids;
   o.unembed_mode = c.embed_unembed_mode;

@@ -12,6 +12,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "wg/dist/communicator.h"
+#include "wg/dist/devices.h"
+#include "wg/dist/node_rules.h"
 #include "wg/io/weights.h"
 #include "wg/model/checkpoint_plan.h"
 #include "wg/train/trainer.h"
@@ -98,62 +101,125 @@ void write_text(const fs::path& path, const std::string& text) {
 
 }  // namespace
 
-int run_training(const CliOptions& options) {
-  setup_logging(options.log_level);
+namespace {
+
+// Rank 0 logs one line per rank: where it runs and which plan it uses.
+void log_plans_per_node(const DistContext& dist, const std::string& line) {
+  const auto lines = dist.gather_strings(line);
+  if (dist.rank() != 0) return;
+  std::string table = "checkpoint plans per rank:\nrank  node  host                  local  device       plan";
+  for (const auto& l : lines) table += "\n" + l;
+  spdlog::info("{}", table);
+}
+
+std::string plan_row(const DistContext& dist, const std::string& device, const std::string& summary) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-5d %-5d %-21s %-6d %-12s %s", dist.rank(), dist.node().node_index,
+                dist.node().hostname.c_str(), dist.node().local_rank, device.c_str(), summary.c_str());
+  return buf;
+}
+
+torch::Device rank_device(const Config& config, const NodeInfo& node) {
+  const torch::Device wanted = choose_device(config.device);
+  if (!wanted.is_cuda()) return wanted;
+  return torch::Device(torch::kCUDA, device_for_local_rank(node.local_rank, cuda_device_count()));
+}
+
+}  // namespace
+
+int run_training(const CliOptions& options, const DistContext& dist) {
+  const bool multi = dist.size() > 1;
+  const bool lead = dist.rank() == 0;
+  setup_logging(options.log_level, multi ? dist.rank() : -1);
   install_counting_allocator();  // before any tensor exists
 
+  // Every rank loads and checks the same files; rank 0 reports the problems.
   Config config;
-  CheckpointPlan plan;
   try {
     config = load_config(options.sources);
-    plan = resolve_checkpoint_plan(config);
   } catch (const ConfigError& e) {
-    spdlog::error("configuration has {} problem(s):", e.problems().size());
-    for (const auto& p : e.problems()) spdlog::error("  {}", p);
+    if (lead) {
+      spdlog::error("configuration has {} problem(s):", e.problems().size());
+      for (const auto& p : e.problems()) spdlog::error("  {}", p);
+    }
     return 2;
+  }
+
+  NodeInfo node = dist.node();
+  const torch::Device device = rank_device(config, node);
+  node.device_memory_bytes = device.is_cuda() ? cuda_device_memory(device.index()) : memory_snapshot("cpu").capacity_bytes;
+  CheckpointPlan plan;
+  std::vector<int> applied;
+  try {
+    config.gradient_checkpointing = apply_node_rules(config, node, &applied);
+    plan = resolve_checkpoint_plan(config);
   } catch (const std::invalid_argument& e) {
     spdlog::error("configuration: {}", e.what());
     return 2;
   }
-  spdlog::info("checkpoint plan ({}):\n{}", plan.summary(), plan.table());
+  std::string rules;
+  for (int i : applied) rules += (rules.empty() ? "" : ", ") + std::to_string(i);
+  spdlog::info("checkpoint plan ({}{}):\n{}", plan.summary(),
+               applied.empty() ? "" : "; checkpoint_node_rules applied: " + rules, plan.table());
+  if (multi) log_plans_per_node(dist, plan_row(dist, device.str(), plan.summary()));
   if (options.print_plan) return 0;
 
-  const torch::Device device = choose_device(config.device);
   const int threads = config.num_threads > 0 ? config.num_threads
-                                             : std::max(1, int(std::thread::hardware_concurrency()));
+                                             : std::max(1, int(std::thread::hardware_concurrency()) / node.ranks_on_node);
   set_compute_threads(threads);
 
   if (config.run_id.empty()) config.run_id = new_run_id();
+  config.run_id = dist.broadcast_string(config.run_id);  // one run, one id
   const fs::path run_dir = fs::path(config.run_root) / config.run_id;
-  fs::create_directories(run_dir);
-  write_text(run_dir / "config.yml", resolved_config_yaml(options.sources));
-  write_text(run_dir / "plan.txt", plan.table() + "\n");
+  if (lead) {
+    fs::create_directories(run_dir);
+    write_text(run_dir / "config.yml", resolved_config_yaml(options.sources));
+    write_text(run_dir / "plan.txt", plan.table() + "\n");
+  }
 
-  Trainer trainer(config, plan, device);
+  std::unique_ptr<Communicator> comm;
+  if (multi) comm = device.is_cuda() ? make_nccl_communicator(dist, device.index()) : make_mpi_communicator(dist);
+  std::unique_ptr<Trainer> trainer;
+  try {
+    trainer = std::make_unique<Trainer>(config, plan, device, &dist, comm.get());
+  } catch (const std::invalid_argument& e) {  // the same on every rank: a world size the config cannot use
+    if (lead) spdlog::error("configuration: {}", e.what());
+    return 2;
+  }
   if (!options.init_weights.empty()) {
     try {
-      const int n = load_weights(*trainer.model(), options.init_weights, parse_weights_mapping(options.init_weights_prefix));
-      spdlog::info("initialised {} tensors from {}{}", n, options.init_weights,
-                   options.init_weights_prefix.empty() ? "" : " (prefix " + options.init_weights_prefix + ")");
+      const int n = load_weights(*trainer->model(), options.init_weights, parse_weights_mapping(options.init_weights_prefix));
+      if (lead)
+        spdlog::info("initialised {} tensors from {}{}", n, options.init_weights,
+                     options.init_weights_prefix.empty() ? "" : " (prefix " + options.init_weights_prefix + ")");
     } catch (const std::runtime_error& e) {  // SafetensorsError, WeightsMismatchError
-      spdlog::error("--init-weights: {}", e.what());
+      if (lead) spdlog::error("--init-weights: {}", e.what());
       return 2;
     }
   }
-  spdlog::info("run {} in {}: device {}, {} threads, {} parameters, {} steps", config.run_id, run_dir.string(),
-               device.str(), threads,
-               [&] { int64_t n = 0; for (auto& p : trainer.model()->parameters()) n += p.numel(); return n; }(),
-               trainer.total_steps());
-  LogSink log_sink(config.train_log_freq.terminal);
-  JsonlSink jsonl_sink(run_dir.string(), config.train_log_freq.metrics);
+  if (lead)
+    spdlog::info("run {} in {}: {} rank(s) on {} node(s), {}, device {}, {} threads per rank, {} parameters, {} steps",
+                 config.run_id, run_dir.string(), dist.size(), dist.num_nodes(), comm ? comm->name() : "no communication",
+                 device.str(), threads,
+                 [&] { int64_t n = 0; for (auto& p : trainer->model()->parameters()) n += p.numel(); return n; }(),
+                 trainer->total_steps());
+  std::vector<std::unique_ptr<MetricsSink>> sinks;
+  if (lead) {
+    sinks.push_back(std::make_unique<LogSink>(config.train_log_freq.terminal));
+    sinks.push_back(std::make_unique<JsonlSink>(run_dir.string(), config.train_log_freq.metrics));
+  }
+  std::vector<MetricsSink*> sink_ptrs;
+  for (auto& s : sinks) sink_ptrs.push_back(s.get());
   try {
-    trainer.train({&log_sink, &jsonl_sink});
-  } catch (const NonFiniteLossError& e) {
-    spdlog::error("{}", e.what());
+    trainer->train(sink_ptrs);
+  } catch (const NonFiniteLossError& e) {  // all ranks agreed on it
+    if (lead) spdlog::error("{}", e.what());
     return 3;
   }
-  save_weights(*trainer.model(), (run_dir / "weights.safetensors").string());
-  spdlog::info("weights written to {}", (run_dir / "weights.safetensors").string());
+  if (lead) {
+    save_weights(*trainer->model(), (run_dir / "weights.safetensors").string());
+    spdlog::info("weights written to {}", (run_dir / "weights.safetensors").string());
+  }
   return 0;
 }
 

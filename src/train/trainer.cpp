@@ -24,19 +24,30 @@ WeatherModel seeded_model(const Config& config, const torch::Device& device) {
 }
 }  // namespace
 
-Trainer::Trainer(const Config& config, const CheckpointPlan& plan, const torch::Device& device, int rank, int world)
+Trainer::Trainer(const Config& config, const CheckpointPlan& plan, const torch::Device& device,
+                 const DistContext* dist, Communicator* comm)
     : config_(config),
+      dist_(dist),
+      rank_(dist ? dist->rank() : 0),
+      world_(dist ? dist->size() : 1),
       device_(device),
       device_name_(device.str()),
       model_(seeded_model(config, device)),
-      dataset_(config, rank, world),
+      dataset_(config, rank_, world_),
       loss_(config),
-      schedule_(config.lr, dataset_.total_steps(), world) {
+      schedule_(config.lr, dataset_.total_steps(), world_) {
   model_->set_plan(plan);
   params_ = model_->parameters();
+  if (comm && world_ > 1) {
+    grad_sync_ = std::make_unique<GradSync>(params_, *comm, size_t(config.ddp_bucket_mb * (1 << 20)),
+                                            dist->threads_multiple());
+    grad_sync_->broadcast_parameters(0);
+  }
   optimizer_ = std::make_unique<torch::optim::AdamW>(
       params_, torch::optim::AdamWOptions(schedule_.at(0)).weight_decay(config.weight_decay));
 }
+
+Trainer::~Trainer() = default;
 
 StepMetrics Trainer::step(int64_t step) {
   const auto t0 = Clock::now();
@@ -51,6 +62,8 @@ StepMetrics Trainer::step(int64_t step) {
 }
 
 StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
+  if (config_.fault_injection.rank == rank_ && config_.fault_injection.step == step)
+    throw std::runtime_error("fault injection: rank " + std::to_string(rank_) + " fails at step " + std::to_string(step));
   const auto t0 = Clock::now();
   reset_peak_memory(device_name_);
   StepMetrics m;
@@ -65,9 +78,13 @@ StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
   m.activation_bytes = memory_snapshot(device_name_).current_bytes - before_forward;
   m.loss = loss.item<double>();
 
-  if (!std::isfinite(m.loss)) {
+  // Every rank takes the same branch, or the gradient collectives would not match.
+  const bool finite = dist_ && world_ > 1 ? dist_->allreduce_max(std::isfinite(m.loss) ? 0.0 : 1.0) == 0.0
+                                          : std::isfinite(m.loss);
+  if (!finite) {
     if (config_.nan_policy == NanPolicy::Error)
-      throw NonFiniteLossError("non-finite loss (" + std::to_string(m.loss) + ") at step " + std::to_string(step) +
+      throw NonFiniteLossError("non-finite loss (" + std::to_string(m.loss) + " on rank " + std::to_string(rank_) +
+                               ", or on another rank) at step " + std::to_string(step) +
                                "; nan_policy is 'error' (set nan_policy: skip to skip such steps)");
     if (++consecutive_skips_ >= config_.max_consecutive_nan_skips)
       throw NonFiniteLossError("non-finite loss in " + std::to_string(consecutive_skips_) +
@@ -76,7 +93,9 @@ StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
     m.skipped = true;
   } else {
     consecutive_skips_ = 0;
+    if (grad_sync_) grad_sync_->begin();
     loss.backward();
+    if (grad_sync_) grad_sync_->finish();
     m.grad_norm = config_.grad_clip > 0 ? torch::nn::utils::clip_grad_norm_(params_, config_.grad_clip)
                                         : torch::nn::utils::clip_grad_norm_(params_, 1e30);
     for (auto& group : optimizer_->param_groups())

@@ -90,7 +90,7 @@ inline std::vector<std::string> warnings_of(const std::function<void()>& fn) {
 inline std::string dump(const Config& c) {
   std::ostringstream o;
   o << c.run_id << "|" << c.run_root << "|" << c.seed << "|" << c.embed_orientation << "|"
-    << c.embed_unembed_mode << "|" << c.embed_size_centroids << "|" << c.embed_dropout_rate << "|"
+    << c.embed_unembed_mode << "|" << c.embed_size_centroids << "|" << c.embed_dropout_rate << "|" << c.embed_dropout_final_rate << "|"
     << c.ae_local_dim_embed << "|" << c.ae_global_dim_embed << "|" << c.ae_global_num_blocks << "|"
     << c.ae_global_num_heads << "|" << c.ae_global_dropout_rate << "|" << c.ae_global_mlp_hidden_factor
     << "|" << c.pred_mlp_hidden_factor << "|" << c.norm_type << "|" << c.with_mixed_precision << "|"
@@ -110,6 +110,17 @@ inline std::string dump(const Config& c) {
                         &c.gradient_checkpointing.pred}) {
     o << "gc " << s->set << " " << static_cast<int>(s->mode) << " " << s->every_n;
     for (int b : s->blocks) o << " " << b;
+    o << "\n";
+  }
+  o << "ddp " << c.ddp_bucket_mb << " fault " << c.fault_injection.rank << " " << c.fault_injection.step << "\n";
+  for (const auto& r : c.checkpoint_node_rules) {
+    o << "rule '" << r.match.hostname << "' " << r.match.min_device_memory_gib << " "
+      << r.match.max_device_memory_gib << " nodes";
+    for (int n : r.match.nodes) o << " " << n;
+    for (const auto* s : {&r.set.embed, &r.set.latent, &r.set.pred}) {
+      o << " | " << s->set << " " << static_cast<int>(s->mode) << " " << s->every_n;
+      for (int b : s->blocks) o << " " << b;
+    }
     o << "\n";
   }
   for (const auto& s : c.streams) {

@@ -84,6 +84,29 @@ struct CheckpointConfig {
   SectionCheckpointConfig pred;
 };
 
+// A per-node rule (`checkpoint_node_rules`, a list, applied in order, later
+// rules win): on the ranks that match every given condition, the sections
+// named under `set` take the given settings instead of the global ones.
+struct NodeRuleMatch {
+  std::string hostname;            // glob (fnmatch), "" = any
+  std::vector<int> nodes;          // node indices (0-based, hosts in sorted order), empty = any
+  double min_device_memory_gib = -1;  // < 0: no lower bound
+  double max_device_memory_gib = -1;  // < 0: no upper bound
+};
+
+struct NodeRule {
+  NodeRuleMatch match;
+  CheckpointConfig set;  // only sections with set == true change
+  Origin origin;         // where the rule starts
+};
+
+// Test hook for the failure path of distributed runs: rank `rank` throws at
+// step `step`. Off when rank < 0.
+struct FaultInjection {
+  int rank = -1;
+  int64_t step = -1;
+};
+
 // ---- optimisation --------------------------------------------------------
 
 struct LrConfig {
@@ -125,6 +148,7 @@ struct Config {
   std::string embed_unembed_mode = "block";    // block | full
   int embed_size_centroids = 0;
   double embed_dropout_rate = 0.1;
+  double embed_dropout_final_rate = 0.1;  // on the embed output (fixed 0.1 in WeatherGenerator)
   int ae_local_dim_embed = 1024;  // dim_out of every embed transformer
 
   // model: latent section (WeatherGenerator's global assimilation engine)
@@ -160,6 +184,11 @@ struct Config {
 
   // checkpointing (recomputation) choices
   CheckpointConfig gradient_checkpointing;
+  std::vector<NodeRule> checkpoint_node_rules;
+
+  // data parallelism
+  double ddp_bucket_mb = 25;      // gradient allreduce bucket bound, MiB
+  FaultInjection fault_injection;
 
   // execution
   std::string device = "auto";  // auto | cpu | cuda

@@ -27,6 +27,7 @@ struct EmbedOptions {
   int num_blocks = 2;
   int num_heads = 8;
   double dropout_rate = 0.1;
+  double dropout_final_rate = 0.1;  // on the output
   std::string norm_type = "LayerNorm";
   int embed_size_centroids = 0;
   std::string unembed_mode = "block";  // block | full

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "wg/config/loader.h"
+#include "wg/dist/context.h"
 
 namespace wg {
 
@@ -23,8 +24,9 @@ struct CliOptions {
 CliOptions parse_cli(const std::vector<std::string>& args);
 std::string usage();
 
+// Runs on every rank; rank 0 writes the run directory and logs progress.
 // Exit codes: 0 done, 1 runtime failure, 2 bad configuration, command line
 // or initial weights, 3 non-finite loss under nan_policy.
-int run_training(const CliOptions& options);
+int run_training(const CliOptions& options, const DistContext& dist);
 
 }  // namespace wg

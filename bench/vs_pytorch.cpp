@@ -1,0 +1,300 @@
+// Benchmark: this trainer against its PyTorch twin (tests/reference/twin.py,
+// eager), per checkpoint mode, on the same model, config, batches, initial
+// weights, optimizer (AdamW + clipping), thread count and BLAS threads.
+//
+// Set-up: loads the config, sets the compute threads (intra-op pool = n,
+// BLAS = 1; the twin gets torch.set_num_threads(n) and OPENBLAS_NUM_THREADS=1),
+// dumps K batches of the dataset into a safetensors file in the twin's
+// `bench` format, writes the initial weights (C++ model, config seed) and the
+// resolved config. Then R rounds, alternating: C++ all modes (each a fresh
+// Trainer loaded with the initial weights, W warm-up then N timed steps of
+// step_on(batch k % K), only the step timed), then the twin `bench` for all
+// modes (it times internally; its JSON is read back). Per mode and
+// implementation: median step time over all rounds, steps/s, step peak
+// memory, and the C++/PyTorch steps/s ratio. Writes a table, a JSON file in
+// the format bench/plot_vs_pytorch.py reads, and the plot.
+//
+//   bench_vs_pytorch [--config F]... [--set K=V]... [--threads 2] [--rounds 3] [--warmup 2]
+//                    [--steps 10] [--batches 8] [--out bench/results/vs_pytorch.json] [--no-plot]
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "wg/config/loader.h"
+#include "wg/data/dataset.h"
+#include "wg/io/safetensors.h"
+#include "wg/io/weights.h"
+#include "wg/model/checkpoint_plan.h"
+#include "wg/train/batch_tensors.h"
+#include "wg/train/trainer.h"
+#include "wg/util/memory.h"
+#include "wg/util/threads.h"
+
+using namespace wg;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const char* kCppMemoryMethod =
+    "counting CPU allocator (install_counting_allocator, every CPU tensor allocation through c10's allocator; "
+    "not oneDNN/BLAS scratch mallocs): reset_peak_memory right before Trainer::step_on, peak_bytes after it minus "
+    "current_bytes held at step start; max over the timed steps of all rounds";
+
+struct Mode {
+  const char* name;       // as reported
+  const char* twin_name;  // the twin's --modes name
+  CheckpointMode mode;
+  int every_n;
+};
+
+const Mode kModes[] = {{"none", "none", CheckpointMode::None, 1},
+                       {"selective", "selective", CheckpointMode::Selective, 1},
+                       {"every_n=2", "every_n", CheckpointMode::EveryN, 2},
+                       {"full", "full", CheckpointMode::Full, 1}};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Config with_mode(Config c, CheckpointMode mode, int every_n) {
+  for (SectionCheckpointConfig* s : {&c.gradient_checkpointing.embed, &c.gradient_checkpointing.latent,
+                                     &c.gradient_checkpointing.pred}) {
+    s->set = true;
+    s->mode = mode;
+    s->every_n = every_n;
+    s->blocks.clear();
+  }
+  return c;
+}
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ConfigSources sources;
+  int threads = 2, rounds = 3, warmup = 2, steps = 10, num_batches = 8;
+  bool plot = true;
+  std::string out = "bench/results/vs_pytorch.json";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (a == "--config") sources.files.push_back(next());
+    else if (a == "--set") sources.overrides.push_back(next());
+    else if (a == "--threads") threads = std::stoi(next());
+    else if (a == "--rounds") rounds = std::stoi(next());
+    else if (a == "--warmup") warmup = std::stoi(next());
+    else if (a == "--steps") steps = std::stoi(next());
+    else if (a == "--batches") num_batches = std::stoi(next());
+    else if (a == "--out") out = next();
+    else if (a == "--no-plot") plot = false;
+    else { std::cerr << "unknown option " << a << "\n"; return 2; }
+  }
+  if (sources.files.empty()) sources.files.push_back(std::string(WG_SOURCE_DIR) + "/config/cpu_small.yml");
+  if (steps < 1 || rounds < 1 || num_batches < 1 || warmup < 0) {
+    std::cerr << "--steps, --rounds and --batches must be >= 1, --warmup >= 0\n";
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::warn);
+  install_counting_allocator();
+  Config base;
+  std::string resolved;
+  try {
+    base = load_config(sources);
+    resolved = resolved_config_yaml(sources);
+  } catch (const ConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  }
+  threads = set_compute_threads(threads);
+
+  // ---- shared inputs: resolved config, batches, initial weights
+  const fs::path out_path(out);
+  const fs::path work = (out_path.parent_path().empty() ? fs::path(".") : out_path.parent_path()) /
+                        (out_path.stem().string() + "_work");
+  fs::create_directories(work);
+  const std::string cfg_path = (work / "config.yml").string(), batches_path = (work / "batches.safetensors").string(),
+                    weights_path = (work / "initial_weights.safetensors").string();
+  std::ofstream(cfg_path) << resolved;
+
+  Dataset data(base, 0, 1);
+  std::vector<Batch> batches;
+  SafetensorsFile bf;
+  std::string names;
+  for (int k = 0; k < num_batches; ++k) {
+    batches.push_back(data.batch(k % data.total_steps()));
+    const ModelInput in = to_model_input(batches.back(), torch::kCPU);
+    const std::string p = "batch" + std::to_string(k) + ".";
+    for (const StreamInput& s : in.streams) {
+      if (k == 0) names += (names.empty() ? "" : ",") + s.stream;
+      bf.tensors.push_back(to_record(p + s.stream + ".values", s.values, DType::F32));
+      bf.tensors.push_back(to_record(p + s.stream + ".centroids", s.centroids, DType::F32));
+      bf.tensors.push_back(to_record(p + s.stream + ".visible", s.visible, DType::I64));
+      bf.tensors.push_back(to_record(p + s.stream + ".masked", s.masked, DType::I64));
+    }
+  }
+  bf.metadata["streams"] = names;
+  bf.metadata["batch_size"] = std::to_string(base.batch_size_per_gpu);
+  bf.metadata["num_batches"] = std::to_string(num_batches);
+  write_safetensors(batches_path, bf);
+  {
+    torch::manual_seed(base.seed);
+    WeatherModel init(base);
+    save_weights(*init, weights_path);
+  }
+
+  std::string twin_modes;
+  for (const Mode& m : kModes) twin_modes += (twin_modes.empty() ? "" : ",") + std::string(m.twin_name);
+
+  const size_t nm = std::size(kModes);
+  std::vector<std::vector<double>> cpp_sec(nm), torch_sec(nm);
+  std::vector<int64_t> cpp_peak(nm, 0), torch_peak(nm, 0);
+  std::vector<int> pieces_recomputed(nm), pieces_total(nm);
+  std::vector<std::vector<double>> cpp_losses(nm), torch_losses(nm);
+  std::string torch_version, torch_memory_method;
+
+  std::printf("vs_pytorch: config %s, %d thread(s), batch %d, %d batches, %d round(s) x (%d warm-up + %d timed)\n",
+              sources.files.back().c_str(), threads, base.batch_size_per_gpu, num_batches, rounds, warmup, steps);
+  for (int r = 1; r <= rounds; ++r) {
+    // C++: every mode, a fresh trainer from the same weights.
+    for (size_t i = 0; i < nm; ++i) {
+      const Config c = with_mode(base, kModes[i].mode, kModes[i].every_n);
+      const CheckpointPlan plan = resolve_checkpoint_plan(c);
+      pieces_recomputed[i] = plan.pieces_recomputed();
+      pieces_total[i] = plan.pieces_total();
+      Trainer t(c, plan, torch::kCPU);
+      load_weights(*t.model(), weights_path);
+      torch::manual_seed(base.seed);  // same dropout draws for every mode
+      for (int k = 0; k < warmup + steps; ++k) {
+        const Batch& b = batches[size_t(k % num_batches)];
+        const int64_t held = memory_snapshot("cpu").current_bytes;
+        reset_peak_memory("cpu");
+        const auto t0 = Clock::now();
+        const StepMetrics m = t.step_on(b, k);
+        const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+        const int64_t peak = memory_snapshot("cpu").peak_bytes - held;
+        if (r == 1) cpp_losses[i].push_back(m.loss);
+        if (k < warmup) continue;
+        cpp_sec[i].push_back(sec);
+        cpp_peak[i] = std::max(cpp_peak[i], peak);
+      }
+      std::printf("  round %d C++   %-10s median %8.2f ms\n", r, kModes[i].name,
+                  median(std::vector<double>(cpp_sec[i].end() - steps, cpp_sec[i].end())) * 1e3);
+      std::fflush(stdout);
+    }
+    // The twin: every mode, timed internally.
+    const std::string tj = (work / ("twin_round" + std::to_string(r) + ".json")).string();
+    const std::string log = (work / ("twin_round" + std::to_string(r) + ".log")).string();
+    const std::string cmd = "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=" + std::to_string(threads) +
+                            " /usr/bin/python3 " + quote(std::string(WG_SOURCE_DIR) + "/tests/reference/twin.py") +
+                            " bench --config " + quote(cfg_path) + " --batches " + quote(batches_path) +
+                            " --weights " + quote(weights_path) + " --modes " + twin_modes + " --steps " +
+                            std::to_string(steps) + " --warmup " + std::to_string(warmup) + " --threads " +
+                            std::to_string(threads) + " --out " + quote(tj) + " > " + quote(log) + " 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream f(log);
+      std::cerr << "twin bench failed: " << cmd << "\n" << f.rdbuf() << "\n";
+      return 1;
+    }
+    nlohmann::json doc = nlohmann::json::parse(std::ifstream(tj));
+    torch_version = doc.value("torch_version", "");
+    torch_memory_method = doc.value("step_peak_bytes_method", "");
+    for (const auto& m : doc["modes"]) {
+      for (size_t i = 0; i < nm; ++i) {
+        if (m["mode"].get<std::string>() != kModes[i].twin_name) continue;
+        for (double s : m["step_seconds"]) torch_sec[i].push_back(s);
+        torch_peak[i] = std::max(torch_peak[i], m["step_peak_bytes"].get<int64_t>());
+        if (r == 1) torch_losses[i] = m["losses"].get<std::vector<double>>();
+        std::printf("  round %d torch %-10s median %8.2f ms\n", r, kModes[i].name,
+                    m["step_seconds_median"].get<double>() * 1e3);
+      }
+    }
+    std::fflush(stdout);
+  }
+
+  // ---- report
+  std::printf("\n%-10s %9s %12s %12s %10s %10s %12s %12s %10s %10s\n", "mode", "pieces", "C++ ms", "torch ms",
+              "C++ st/s", "torch st/s", "C++ MiB", "torch MiB", "speedup", "mem ratio");
+  nlohmann::json modes = nlohmann::json::array();
+  bool all_fast = true, all_small = true;
+  for (size_t i = 0; i < nm; ++i) {
+    const double tc = median(cpp_sec[i]), tt = median(torch_sec[i]);
+    const double speedup = tt / tc, mem_ratio = double(cpp_peak[i]) / double(std::max<int64_t>(torch_peak[i], 1));
+    all_fast = all_fast && speedup >= 1.15;
+    all_small = all_small && cpp_peak[i] <= torch_peak[i];
+    char pieces[32];
+    std::snprintf(pieces, sizeof pieces, "%d/%d", pieces_recomputed[i], pieces_total[i]);
+    std::printf("%-10s %9s %12.2f %12.2f %10.2f %10.2f %12.2f %12.2f %9.3fx %10.3f\n", kModes[i].name, pieces,
+                tc * 1e3, tt * 1e3, 1 / tc, 1 / tt, cpp_peak[i] / 1048576.0, torch_peak[i] / 1048576.0, speedup,
+                mem_ratio);
+    modes.push_back({{"mode", kModes[i].name},
+                     {"pieces_recomputed", pieces_recomputed[i]},
+                     {"pieces_total", pieces_total[i]},
+                     {"cpp_step_seconds_median", tc},
+                     {"cpp_steps_per_second", 1 / tc},
+                     {"cpp_step_peak_bytes", cpp_peak[i]},
+                     {"cpp_step_seconds", cpp_sec[i]},
+                     {"cpp_losses_round1", cpp_losses[i]},
+                     {"torch_step_seconds_median", tt},
+                     {"torch_steps_per_second", 1 / tt},
+                     {"torch_step_peak_bytes", torch_peak[i]},
+                     {"torch_step_seconds", torch_sec[i]},
+                     {"torch_losses_round1", torch_losses[i]},
+                     {"speedup_cpp_over_torch", speedup},
+                     {"peak_ratio_cpp_over_torch", mem_ratio}});
+  }
+  std::printf("target: C++ >= 1.15x PyTorch steps/s in every mode: %s; C++ peak <= PyTorch peak in every mode: %s\n",
+              all_fast ? "met" : "NOT met", all_small ? "met" : "NOT met");
+
+  nlohmann::json doc = {
+      {"title", "C++ (LibTorch) vs PyTorch twin, " + fs::path(sources.files.back()).filename().string() + ", " +
+                    std::to_string(threads) + " thread(s), batch " + std::to_string(base.batch_size_per_gpu)},
+      {"benchmark", "vs_pytorch"},
+      {"config", sources.files.back()},
+      {"overrides", sources.overrides},
+      {"threads", threads},
+      {"blas_threads", 1},
+      {"rounds", rounds},
+      {"warmup", warmup},
+      {"steps", steps},
+      {"num_batches", num_batches},
+      {"batch_size_per_gpu", base.batch_size_per_gpu},
+      {"torch_version", torch_version},
+      {"step_seconds_method",
+       "median over all timed steps of all rounds; rounds alternate C++ (all modes) then the twin (all modes); "
+       "C++: wall time of Trainer::step_on (host batch -> tensors, forward, loss, backward, clip, AdamW); twin: "
+       "wall time of its step (zero_grad, forward, loss, backward, clip, AdamW) on pre-built batch tensors"},
+      {"cpp_step_peak_bytes_method", kCppMemoryMethod},
+      {"torch_step_peak_bytes_method", torch_memory_method},
+      {"lr_note", "C++ uses its lr schedule, the twin a constant lr_max; the lr value does not change the work"},
+      {"target", {{"speedup_min", 1.15}, {"speedup_met", all_fast}, {"peak_not_above_torch_met", all_small}}},
+      {"modes", modes}};
+  fs::create_directories(out_path.parent_path().empty() ? fs::path(".") : out_path.parent_path());
+  std::ofstream(out) << doc.dump(2) << "\n";
+  std::printf("wrote %s (inputs and twin outputs in %s)\n", out.c_str(), work.string().c_str());
+  if (plot) {
+    const std::string png = (out_path.parent_path() / (out_path.stem().string() + ".png")).string();
+    const std::string cmd = "/usr/bin/python3 " + quote(std::string(WG_SOURCE_DIR) + "/bench/plot_vs_pytorch.py") +
+                            " --in " + quote(out) + " --out " + quote(png);
+    if (std::system(cmd.c_str()) != 0) std::cerr << "plot failed: " << cmd << "\n";
+  }
+  return 0;
+}

@@ -1,0 +1,58 @@
+// The distributed context of a process: MPI's lifetime (RAII), global rank
+// and size, local rank and ranks on the node, node index, host name. Built
+// once in main and passed down; no globals.
+//
+// Local rank: OMPI_COMM_WORLD_LOCAL_RANK (mpirun), else SLURM_LOCALID
+// (srun), else the rank within MPI_Comm_split_type(SHARED). The node count
+// and index always come from grouping host names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace wg {
+
+struct NodeInfo {
+  std::string hostname;
+  int node_index = 0;       // hosts sorted by name
+  int local_rank = 0;
+  int ranks_on_node = 1;
+  int64_t device_memory_bytes = 0;  // filled by the caller once the device is known
+};
+
+class DistContext {
+ public:
+  // Initialises MPI (thread level MULTIPLE requested) unless it already is.
+  DistContext(int* argc, char*** argv);
+  ~DistContext();
+  DistContext(const DistContext&) = delete;
+  DistContext& operator=(const DistContext&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool threads_multiple() const { return threads_multiple_; }
+  const NodeInfo& node() const { return node_; }
+  int num_nodes() const { return num_nodes_; }
+
+  // Small collectives for control values (not gradients).
+  double allreduce_max(double v) const;
+  double allreduce_sum(double v) const;
+  int64_t allreduce_min(int64_t v) const;
+  std::vector<std::string> gather_strings(const std::string& s, int root = 0) const;  // root gets all
+  std::string broadcast_string(const std::string& s, int root = 0) const;
+  void barrier() const;
+  // Ends every rank of the job now (after a failure on this rank).
+  [[noreturn]] void abort(int code) const;
+
+ private:
+  bool owns_mpi_ = false;
+  bool threads_multiple_ = false;
+  int rank_ = 0, size_ = 1, num_nodes_ = 1;
+  NodeInfo node_;
+};
+
+// Which local rank the environment names (OMPI, then SLURM), or -1.
+int local_rank_from_env();
+
+}  // namespace wg

@@ -1,0 +1,146 @@
+// Data-parallel training, run under `mpirun -np 2` (see tests/CMakeLists.txt):
+// every test runs on both ranks and asserts across them.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include "../common/tiny_config.h"
+#include "wg/dist/communicator.h"
+#include "wg/dist/context.h"
+#include "wg/dist/devices.h"
+#include "wg/train/trainer.h"
+
+namespace wg {
+namespace {
+
+const DistContext* g_dist = nullptr;  // set once in main, read-only after
+
+Config dp_config() {
+  Config c = wg::testing::tiny_config();
+  c.embed_dropout_rate = 0.0;
+  c.embed_dropout_final_rate = 0.0;
+  c.ae_global_dropout_rate = 0.0;
+  c.masking_rate_sampling = false;  // same masked count per sample: per-rank means average to the global mean
+  c.samples_per_mini_epoch = 32;
+  c.ddp_bucket_mb = 0.01;  // several buckets even for the tiny model
+  return c;
+}
+
+std::vector<float> flat_params(Trainer& t) {
+  std::vector<float> out;
+  for (const auto& p : t.model()->parameters()) {
+    torch::Tensor c = p.detach().contiguous().view(-1);
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return out;
+}
+
+// True when every rank holds exactly these values.
+bool identical_across_ranks(const std::vector<float>& v) {
+  std::vector<float> lo(v.size()), hi(v.size());
+  MPI_Allreduce(v.data(), lo.data(), int(v.size()), MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(v.data(), hi.data(), int(v.size()), MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
+}
+
+void train(Trainer& t, int steps) {
+  for (int k = 0; k < steps; ++k) {
+    torch::manual_seed(500 + k);  // the embed's final dropout: same draws on every rank
+    t.step(k);
+  }
+}
+
+TEST(DataParallel, RanksHoldBitIdenticalParametersAfterTraining) {
+  ASSERT_EQ(g_dist->size(), 2) << "run under mpirun -np 2";
+  Config c = dp_config();
+  c.embed_dropout_rate = 0.1;  // different dropout per rank is fine: gradients are averaged
+  auto comm = make_mpi_communicator(*g_dist);
+  torch::manual_seed(g_dist->rank());  // different initial weights: rank 0's are broadcast
+  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU, g_dist, comm.get());
+  ASSERT_GT(t.grad_sync()->num_buckets(), 3);
+  EXPECT_TRUE(identical_across_ranks(flat_params(t)));
+  train(t, 8);
+  EXPECT_TRUE(identical_across_ranks(flat_params(t)));
+}
+
+TEST(DataParallel, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
+  Config c = dp_config();
+  auto comm = make_mpi_communicator(*g_dist);
+  Trainer two(c, resolve_checkpoint_plan(c), torch::kCPU, g_dist, comm.get());
+  Config big = c;
+  big.batch_size_per_gpu = 2 * c.batch_size_per_gpu;
+  big.samples_per_mini_epoch = c.samples_per_mini_epoch;
+  big.lr.lr_scaling_policy = "none";
+  Config scaled = c;
+  scaled.lr.lr_scaling_policy = "none";  // same learning rate in both runs
+  Trainer dp(scaled, resolve_checkpoint_plan(scaled), torch::kCPU, g_dist, comm.get());
+  Trainer one(big, resolve_checkpoint_plan(big), torch::kCPU);  // alone, no communication
+  ASSERT_EQ(dp.total_steps(), one.total_steps());
+  for (int k = 0; k < 8; ++k) {
+    torch::manual_seed(k);
+    const double l2 = dp.step(k).loss;
+    torch::manual_seed(k);
+    const double l1 = one.step(k).loss;
+    const double mean2 = g_dist->allreduce_sum(l2) / 2;
+    EXPECT_NEAR(mean2, l1, 1e-5 * std::abs(l1)) << "step " << k;
+  }
+  auto a = dp.model()->parameters(), b = one.model()->parameters();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  EXPECT_LT(worst, 2e-5);
+  (void)two;
+}
+
+TEST(DataParallel, DifferentPlansPerRankTrainTheSameModel) {
+  Config c = dp_config();
+  auto comm = make_mpi_communicator(*g_dist);
+  Config mine = c;
+  if (g_dist->rank() == 0)
+    for (SectionCheckpointConfig* s : {&mine.gradient_checkpointing.embed, &mine.gradient_checkpointing.latent,
+                                       &mine.gradient_checkpointing.pred})
+      s->mode = CheckpointMode::Full;  // rank 0 recomputes everything, rank 1 nothing
+  Trainer mixed(mine, resolve_checkpoint_plan(mine), torch::kCPU, g_dist, comm.get());
+  Trainer plain(c, resolve_checkpoint_plan(c), torch::kCPU, g_dist, comm.get());
+  EXPECT_EQ(resolve_checkpoint_plan(mine).pieces_recomputed() > 0, g_dist->rank() == 0);
+  train(mixed, 6);
+  train(plain, 6);
+  EXPECT_EQ(flat_params(mixed), flat_params(plain));
+  EXPECT_TRUE(identical_across_ranks(flat_params(mixed)));
+}
+
+TEST(DataParallel, ParametersWithoutGradientStayInLockstep) {
+  Config c = dp_config();
+  c.streams[1].loss_weight = 0.0;  // SYNOP's prediction head gets no gradient
+  auto comm = make_mpi_communicator(*g_dist);
+  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU, g_dist, comm.get());
+  train(t, 4);
+  EXPECT_TRUE(identical_across_ranks(flat_params(t)));
+  EXPECT_GT(t.grad_sync()->stats().buckets, 0);
+}
+
+TEST(DataParallel, NcclAllreduceOnTheGpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine";
+  if (!nccl_compiled_in()) GTEST_SKIP() << "this build has no NCCL";
+  const int device = device_for_local_rank(g_dist->node().local_rank, cuda_device_count());
+  auto comm = make_nccl_communicator(*g_dist, device);
+  EXPECT_EQ(comm->name(), "nccl");
+  EXPECT_EQ(comm->size(), 2);
+}
+
+}  // namespace
+}  // namespace wg
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  wg::DistContext dist(&argc, &argv);
+  wg::g_dist = &dist;
+  at::set_num_threads(1);
+  // Only rank 0 prints gtest's report; both ranks' failures set the exit code.
+  if (dist.rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int rc = RUN_ALL_TESTS();
+  const double any_failed = dist.allreduce_max(rc);
+  return any_failed != 0 ? 1 : 0;
+}
