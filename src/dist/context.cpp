@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <set>
 
@@ -17,6 +19,15 @@ std::string mpi_error_string(int code) {
   int len = 0;
   if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
   return std::string(buf, size_t(len));
+}
+
+void wait_politely(void* request) {
+  auto* r = static_cast<MPI_Request*>(request);
+  int done = 0;
+  for (int i = 0; !done; ++i) {
+    WG_MPI_CHECK(MPI_Test(r, &done, MPI_STATUS_IGNORE));
+    if (!done && i >= 20) std::this_thread::sleep_for(std::chrono::microseconds(i < 200 ? 20 : 200));
+  }
 }
 
 int local_rank_from_env() {
@@ -76,17 +87,19 @@ DistContext::~DistContext() {
   if (!finalized) MPI_Finalize();
 }
 
-double DistContext::allreduce_max(double v) const {
+namespace {
+double allreduce_double(double v, MPI_Op op) {
   double out = 0;
-  WG_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  MPI_Request r;
+  WG_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &r));
+  wait_politely(&r);
   return out;
 }
+}  // namespace
 
-double DistContext::allreduce_sum(double v) const {
-  double out = 0;
-  WG_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  return out;
-}
+double DistContext::allreduce_max(double v) const { return allreduce_double(v, MPI_MAX); }
+
+double DistContext::allreduce_sum(double v) const { return allreduce_double(v, MPI_SUM); }
 
 int64_t DistContext::allreduce_min(int64_t v) const {
   int64_t out = 0;
@@ -117,7 +130,11 @@ std::string DistContext::broadcast_string(const std::string& s, int root) const 
   return out;
 }
 
-void DistContext::barrier() const { WG_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+void DistContext::barrier() const {
+  MPI_Request r;
+  WG_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &r));
+  wait_politely(&r);
+}
 
 void DistContext::abort(int code) const {
   MPI_Abort(MPI_COMM_WORLD, code);

@@ -19,7 +19,9 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
   void allreduce_sum(float* data, size_t count) override {
-    WG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM, comm_));
+    MPI_Request r;
+    WG_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM, comm_, &r));
+    wait_politely(&r);
   }
   void broadcast(float* data, size_t count, int root) override {
     WG_MPI_CHECK(MPI_Bcast(data, int(count), MPI_FLOAT, root, comm_));

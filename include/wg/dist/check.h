@@ -9,6 +9,12 @@ namespace wg {
 
 std::string mpi_error_string(int code);
 
+// Waits for a non-blocking MPI request without spinning a core: tests it,
+// briefly spins, then sleeps between tests (OpenMPI's blocking calls
+// busy-poll, which on a node whose cores all compute slows the ranks
+// themselves). `request` is an MPI_Request passed by address.
+void wait_politely(void* request);
+
 #define WG_MPI_CHECK(call)                                                                              \
   do {                                                                                                  \
     const int wg_mpi_rc_ = (call);                                                                      \
