@@ -197,10 +197,12 @@ Error loss_fcts(const YAML::Node& n, Config& c) {
   std::vector<LossTerm> terms;
   for (const auto& e : n) {
     const bool pair = e.IsSequence() && e.size() == 2 && e[0].IsScalar();
-    const auto w = pair ? as_number(e[1]) : std::nullopt;
+    double weight = -1;  // invalid unless a number >= 0 is given
+    if (pair)
+      if (const auto v = as_number(e[1])) weight = *v;
     const std::string name = pair ? e[0].Scalar() : "";
-    if ((name != "mse" && name != "mae") || !w || *w < 0) return want + "got the entry " + render(e);
-    terms.push_back({name, *w});
+    if ((name != "mse" && name != "mae") || weight < 0) return want + "got the entry " + render(e);
+    terms.push_back({name, weight});
   }
   c.loss_fcts = terms;
   return std::nullopt;
