@@ -40,6 +40,7 @@
 #include "wg/io/weights.h"
 #include "wg/model/checkpoint_plan.h"
 #include "wg/train/batch_tensors.h"
+#include "wg/train/loss.h"
 #include "wg/train/trainer.h"
 #include "wg/util/memory.h"
 #include "wg/util/threads.h"
@@ -101,7 +102,7 @@ std::string loadavg() {
 int main(int argc, char** argv) {
   ConfigSources sources;
   int threads = 2, rounds = 3, warmup = 2, steps = 10, num_batches = 8;
-  bool plot = true;
+  bool plot = true, breakdown = false;
   std::string out = "bench/results/vs_pytorch.json";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
     else if (a == "--batches") num_batches = std::stoi(next());
     else if (a == "--out") out = next();
     else if (a == "--no-plot") plot = false;
+    else if (a == "--breakdown") breakdown = true;
     else { std::cerr << "unknown option " << a << "\n"; return 2; }
   }
   // Same thread environment as the twin's process: OpenMP reads it when it
@@ -262,6 +264,42 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
+  // ---- optional: where the C++ step's time goes (mode none), phase by phase,
+  // the same phases as the trainer's step_on (lr schedule update left out)
+  nlohmann::json phases = nullptr;
+  if (breakdown) {
+    Trainer t(base, resolve_checkpoint_plan(with_mode(base, CheckpointMode::None, 1)), torch::kCPU);
+    load_weights(*t.model(), weights_path);
+    MaskedLoss loss_fn(base);
+    auto params = t.model()->parameters();
+    std::vector<double> f, b, c, o;
+    for (int k = 0; k < warmup + steps * rounds; ++k) {
+      const Batch& batch = batches[size_t(k % num_batches)];
+      const auto t0 = Clock::now();
+      t.optimizer().zero_grad();
+      const ModelInput in = to_model_input(batch, torch::kCPU);
+      torch::Tensor loss = loss_fn(t.model()->forward(in), masked_targets(in));
+      loss.item<double>();
+      const auto t1 = Clock::now();
+      loss.backward();
+      const auto t2 = Clock::now();
+      torch::nn::utils::clip_grad_norm_(params, base.grad_clip > 0 ? base.grad_clip : 1e30);
+      const auto t3 = Clock::now();
+      t.optimizer().step();
+      const auto t4 = Clock::now();
+      if (k < warmup) continue;
+      auto d = [](auto x, auto y) { return std::chrono::duration<double>(y - x).count(); };
+      f.push_back(d(t0, t1)), b.push_back(d(t1, t2)), c.push_back(d(t2, t3)), o.push_back(d(t3, t4));
+    }
+    phases = {{"mode", "none"},
+              {"forward_loss_seconds_median", median(f)},
+              {"backward_seconds_median", median(b)},
+              {"clip_seconds_median", median(c)},
+              {"optimizer_seconds_median", median(o)}};
+    std::printf("C++ phases (mode none, median ms): forward+loss %.2f, backward %.2f, clip %.2f, AdamW %.2f\n",
+                median(f) * 1e3, median(b) * 1e3, median(c) * 1e3, median(o) * 1e3);
+  }
+
   // ---- report (the twin's loss trajectory is its own: it uses a constant lr)
   std::printf("\n%-10s %9s %12s %12s %10s %10s %12s %12s %10s %10s\n", "mode", "pieces", "C++ ms", "torch ms",
               "C++ st/s", "torch st/s", "C++ MiB", "torch MiB", "speedup", "mem ratio");
@@ -325,6 +363,7 @@ int main(int argc, char** argv) {
       {"torch_step_peak_bytes_method", torch_memory_method},
       {"lr_note", "C++ uses its lr schedule, the twin a constant lr_max; the lr value does not change the work"},
       {"target", {{"speedup_min", 1.15}, {"speedup_met", all_fast}, {"peak_not_above_torch_met", all_small}}},
+      {"cpp_phases", phases},
       {"modes", modes}};
   fs::create_directories(out_path.parent_path().empty() ? fs::path(".") : out_path.parent_path());
   std::ofstream(out) << doc.dump(2) << "\n";

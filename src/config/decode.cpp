@@ -184,6 +184,13 @@ Error orientation(const YAML::Node& n, Config& c) {
   return "must be 'channels' (the only orientation supported here), " + got(n);
 }
 
+Error checkpoint_policy(const YAML::Node& n, Config& c) {
+  const std::string v = n.IsScalar() ? n.Scalar() : "";
+  if (v != "manual" && v != "auto") return "must be one of manual|auto, " + got(n);
+  c.auto_plan.enabled = v == "auto";
+  return std::nullopt;
+}
+
 Error nan_policy(const YAML::Node& n, Config& c) {
   const std::string v = n.IsScalar() ? n.Scalar() : "";
   if (v != "error" && v != "skip") return "must be one of error|skip, " + got(n);
@@ -269,6 +276,11 @@ const std::vector<Rule<Config>>& config_rules() {
       choice<Config>("device", AT(device), {"auto", "cpu", "cuda"}),
       integer<Config>("num_threads", AT(num_threads), at_least(0)),
       number<Config>("ddp_bucket_mb", AT(ddp_bucket_mb), Range{0.0, std::nullopt, true}),
+      {"gradient_checkpointing.policy", checkpoint_policy},
+      number<Config>("gradient_checkpointing.memory_budget_gib", AT(auto_plan.memory_budget_gib), at_least(0)),
+      number<Config>("gradient_checkpointing.memory_margin_gib", AT(auto_plan.memory_margin_gib), at_least(0)),
+      integer<Config>("oom_max_retries", AT(auto_plan.oom_max_retries), at_least(0)),
+      number<Config>("cpu_memory_limit_gib", AT(auto_plan.cpu_memory_limit_gib), at_least(0)),
       integer<Config>("fault_injection.rank", AT(fault_injection.rank), at_least(-1)),
       integer<Config>("fault_injection.step", AT(fault_injection.step), at_least(-1)),
       integer<Config>("train_log_freq.terminal", AT(train_log_freq.terminal), at_least(1)),

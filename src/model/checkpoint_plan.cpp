@@ -79,9 +79,11 @@ const EmbedPlan& CheckpointPlan::embed_for(const std::string& stream) const {
 }
 
 namespace {
-template <typename F>
-void for_each_piece(const CheckpointPlan& p, F&& f) {
-  for (const auto& e : p.embed) {
+// Visits every piece in table order as (section, piece, flag); Plan may be
+// const (flag read) or not (flag writable).
+template <typename Plan, typename F>
+void for_each_piece(Plan& p, F&& f) {
+  for (auto& e : p.embed) {
     f("embed." + e.stream, std::string("input"), e.input);
     for (size_t i = 0; i < e.blocks.size(); ++i) {
       f("embed." + e.stream, "block" + std::to_string(i) + ".attn", e.blocks[i].attn);
@@ -96,6 +98,31 @@ void for_each_piece(const CheckpointPlan& p, F&& f) {
   f(std::string("pred"), std::string("head"), p.pred.head);
 }
 }  // namespace
+
+std::string CheckpointPlan::key(const std::string& section, const std::string& piece) { return section + "/" + piece; }
+
+std::vector<std::string> CheckpointPlan::keys() const {
+  std::vector<std::string> out;
+  for_each_piece(*this, [&](const std::string& s, const std::string& p, bool) { out.push_back(key(s, p)); });
+  return out;
+}
+
+bool CheckpointPlan::get(const std::string& k) const {
+  int found = -1;
+  for_each_piece(*this, [&](const std::string& s, const std::string& p, bool on) {
+    if (key(s, p) == k) found = on;
+  });
+  if (found < 0) throw std::out_of_range("checkpoint plan has no piece '" + k + "'");
+  return found == 1;
+}
+
+void CheckpointPlan::set(const std::string& k, bool on) {
+  bool found = false;
+  for_each_piece(*this, [&](const std::string& s, const std::string& p, bool& flag) {
+    if (key(s, p) == k) { flag = on; found = true; }
+  });
+  if (!found) throw std::out_of_range("checkpoint plan has no piece '" + k + "'");
+}
 
 int CheckpointPlan::pieces_total() const {
   int n = 0;

@@ -45,8 +45,10 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
 
 void StreamEmbedTransformerImpl::set_plan(const EmbedPlan& plan) {
   auto flag = [](const std::vector<BlockPlan>& b, size_t i, bool BlockPlan::*m) { return i < b.size() && b[i].*m; };
+  const std::string section = "embed." + plan.stream;
+  auto key = [&](const std::string& piece) { return CheckpointPlan::key(section, piece); };
   pieces_.clear();
-  pieces_.push_back({[this](const torch::Tensor& x) {
+  pieces_.push_back({key("input"), [this](const torch::Tensor& x) {
                        torch::Tensor h = embed(x.transpose(-2, -1));  // [N, C, dim_embed]
                        return h + harmonic_encoding(h.size(1), h.size(2), h.options());
                      },
@@ -54,17 +56,18 @@ void StreamEmbedTransformerImpl::set_plan(const EmbedPlan& plan) {
   for (size_t i = 0; i < attention_.size(); ++i) {
     auto attn = attention_[i];
     auto mlp = mlp_[i];
-    pieces_.push_back({[attn](const torch::Tensor& x) mutable { return attn->forward(x); }, attn->parameters(),
-                       flag(plan.blocks, i, &BlockPlan::attn)});
-    pieces_.push_back({[mlp](const torch::Tensor& x) mutable { return mlp->forward(x); }, mlp->parameters(),
-                       flag(plan.blocks, i, &BlockPlan::mlp)});
+    const std::string block = "block" + std::to_string(i);
+    pieces_.push_back({key(block + ".attn"), [attn](const torch::Tensor& x) mutable { return attn->forward(x); },
+                       attn->parameters(), flag(plan.blocks, i, &BlockPlan::attn)});
+    pieces_.push_back({key(block + ".mlp"), [mlp](const torch::Tensor& x) mutable { return mlp->forward(x); },
+                       mlp->parameters(), flag(plan.blocks, i, &BlockPlan::mlp)});
   }
   std::vector<torch::Tensor> readout_params;
   for (auto& m : ln_block_) for (auto& p : m->parameters()) readout_params.push_back(p);
   for (auto& m : unembed_block_) for (auto& p : m->parameters()) readout_params.push_back(p);
   if (ln_full_) for (auto& p : ln_full_->parameters()) readout_params.push_back(p);
   if (unembed_full_) for (auto& p : unembed_full_->parameters()) readout_params.push_back(p);
-  pieces_.push_back({[this](const torch::Tensor& x) { return readout(x); }, readout_params, plan.readout});
+  pieces_.push_back({key("readout"), [this](const torch::Tensor& x) { return readout(x); }, readout_params, plan.readout});
 }
 
 torch::Tensor StreamEmbedTransformerImpl::readout(const torch::Tensor& x) {
@@ -77,7 +80,7 @@ torch::Tensor StreamEmbedTransformerImpl::readout(const torch::Tensor& x) {
 }
 
 torch::Tensor StreamEmbedTransformerImpl::forward(const torch::Tensor& x_in, const torch::Tensor& centroids) {
-  torch::Tensor out = run_pieces(pieces_, x_in);  // [N, total - e]
+  torch::Tensor out = run_pieces(pieces_, x_in, observer_);  // [N, total - e]
   const int64_t total = int64_t(o_.num_tokens) * o_.dim_out;
   if (o_.embed_size_centroids > 0) {
     TORCH_CHECK(centroids.defined(), "embed: embed_size_centroids > 0 needs centroids");

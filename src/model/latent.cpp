@@ -21,12 +21,17 @@ void LatentEngineImpl::set_plan(const LatentPlan& plan) {
     const BlockPlan b = i < plan.blocks.size() ? plan.blocks[i] : BlockPlan{};
     auto attn = attention_[i];
     auto mlp = mlp_[i];
-    pieces_.push_back({[attn](const torch::Tensor& x) mutable { return attn->forward(x); }, attn->parameters(), b.attn});
-    pieces_.push_back({[mlp](const torch::Tensor& x) mutable { return mlp->forward(x); }, mlp->parameters(), b.mlp});
+    const std::string block = "block" + std::to_string(i);
+    pieces_.push_back({CheckpointPlan::key("latent", block + ".attn"),
+                       [attn](const torch::Tensor& x) mutable { return attn->forward(x); }, attn->parameters(), b.attn});
+    pieces_.push_back({CheckpointPlan::key("latent", block + ".mlp"),
+                       [mlp](const torch::Tensor& x) mutable { return mlp->forward(x); }, mlp->parameters(), b.mlp});
   }
 }
 
-torch::Tensor LatentEngineImpl::forward(const torch::Tensor& tokens) { return ln_out(run_pieces(pieces_, tokens)); }
+torch::Tensor LatentEngineImpl::forward(const torch::Tensor& tokens) {
+  return ln_out(run_pieces(pieces_, tokens, observer_));
+}
 
 PredHeadImpl::PredHeadImpl(int dim_in, int hidden, int dim_out) {
   layers = register_module("layers", torch::nn::Sequential(
@@ -37,9 +42,11 @@ PredHeadImpl::PredHeadImpl(int dim_in, int hidden, int dim_out) {
 }
 
 void PredHeadImpl::set_plan(const PredPlan& plan) {
-  pieces_ = {{[this](const torch::Tensor& x) { return layers->forward(x); }, layers->parameters(), plan.head}};
+  // Every stream's head is one piece of the plan ("pred/head"): costs add up.
+  pieces_ = {{CheckpointPlan::key("pred", "head"), [this](const torch::Tensor& x) { return layers->forward(x); },
+              layers->parameters(), plan.head}};
 }
 
-torch::Tensor PredHeadImpl::forward(const torch::Tensor& x) { return run_pieces(pieces_, x); }
+torch::Tensor PredHeadImpl::forward(const torch::Tensor& x) { return run_pieces(pieces_, x, observer_); }
 
 }  // namespace wg

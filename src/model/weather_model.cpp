@@ -74,6 +74,14 @@ void WeatherModelImpl::set_plan(const CheckpointPlan& plan) {
   latent_engine->set_plan(plan.latent);
 }
 
+void WeatherModelImpl::set_observer(PieceObserver* observer) {
+  for (const auto& s : streams_) {
+    embeds_->at<StreamEmbedTransformerImpl>(s.name).set_observer(observer);
+    pred_heads->at<PredHeadImpl>(s.name).set_observer(observer);
+  }
+  latent_engine->set_observer(observer);
+}
+
 std::vector<torch::Tensor> WeatherModelImpl::forward(const ModelInput& in) {
   const int64_t B = in.batch_size;
   std::vector<torch::Tensor> latent_parts;  // [B, T_s*nt_s, D] per stream

@@ -22,6 +22,11 @@ void LogSink::on_step(const StepMetrics& m) {
 }
 
 void LogSink::on_end(const RunSummary& s) {
+  if (s.planned_peak_bytes > 0)
+    spdlog::info("auto plan: predicted step peak {}, measured {} after the first step ({:+.1f}%), predicted recompute "
+                 "{:.1f} ms/step",
+                 format_bytes(s.planned_peak_bytes), format_bytes(s.steady_peak_bytes),
+                 100.0 * (double(s.steady_peak_bytes) / double(s.planned_peak_bytes) - 1.0), s.planned_added_seconds * 1e3);
   spdlog::info("summary: {} steps in {:.1f} s, loss {:.5f} (first logged) -> {:.5f} (last logged), "
                "{:.1f} samples/s, peak memory {}, {} skipped steps",
                s.steps, s.seconds, s.first_loss, s.last_loss, s.mean_samples_per_second, format_bytes(s.peak_bytes),
@@ -33,10 +38,10 @@ std::string to_json(const StepMetrics& m) {
   std::snprintf(buf, sizeof buf,
                 "{\"step\":%lld,\"loss\":%.8g,\"lr\":%.8g,\"grad_norm\":%.8g,\"step_seconds\":%.6g,"
                 "\"data_seconds\":%.6g,\"samples_per_second\":%.6g,\"tokens_per_second\":%.6g,"
-                "\"peak_bytes\":%lld,\"activation_bytes\":%lld,\"skipped\":%s}",
+                "\"peak_bytes\":%lld,\"activation_bytes\":%lld,\"skipped\":%s,\"oom_retries\":%d}",
                 (long long)m.step, m.loss, m.lr, m.grad_norm, m.step_seconds, m.data_seconds,
                 m.samples_per_second, m.tokens_per_second, (long long)m.peak_bytes,
-                (long long)m.activation_bytes, m.skipped ? "true" : "false");
+                (long long)m.activation_bytes, m.skipped ? "true" : "false", m.oom_retries);
   return buf;
 }
 
@@ -44,9 +49,12 @@ std::string to_json(const RunSummary& s) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "{\"steps\":%lld,\"skipped_steps\":%lld,\"seconds\":%.6g,\"first_loss\":%.8g,"
-                "\"last_loss\":%.8g,\"mean_samples_per_second\":%.6g,\"peak_bytes\":%lld}",
+                "\"last_loss\":%.8g,\"mean_samples_per_second\":%.6g,\"peak_bytes\":%lld,\"steady_peak_bytes\":%lld,\"oom_retries\":%lld,"
+                "\"planned_peak_bytes\":%lld,\"planned_added_seconds\":%.6g}",
                 (long long)s.steps, (long long)s.skipped_steps, s.seconds, s.first_loss, s.last_loss,
-                s.mean_samples_per_second, (long long)s.peak_bytes);
+                s.mean_samples_per_second, (long long)s.peak_bytes, (long long)s.steady_peak_bytes,
+                (long long)s.oom_retries,
+                (long long)s.planned_peak_bytes, s.planned_added_seconds);
   return buf;
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -16,6 +17,8 @@
 #include "wg/dist/devices.h"
 #include "wg/dist/node_rules.h"
 #include "wg/io/weights.h"
+#include "wg/train/auto_plan.h"
+#include "wg/train/cost_profiler.h"
 #include "wg/model/checkpoint_plan.h"
 #include "wg/train/trainer.h"
 #include "wg/util/logging.h"
@@ -158,11 +161,20 @@ int run_training(const CliOptions& options, const DistContext& dist) {
     return 2;
   }
   std::string rules;
-  for (int i : applied) rules += (rules.empty() ? "" : ", ") + std::to_string(i);
-  spdlog::info("checkpoint plan ({}{}):\n{}", plan.summary(),
-               applied.empty() ? "" : "; checkpoint_node_rules applied: " + rules, plan.table());
-  if (multi) log_plans_per_node(dist, plan_row(dist, device.str(), plan.summary()));
-  if (options.print_plan) return 0;
+  std::set<std::string> rule_sections;  // sections a matching rule sets: the auto planner leaves them
+  for (int i : applied) {
+    rules += (rules.empty() ? "" : ", ") + std::to_string(i);
+    const CheckpointConfig& set = config.checkpoint_node_rules[size_t(i)].set;
+    if (set.embed.set) rule_sections.insert("embed");
+    if (set.latent.set) rule_sections.insert("latent");
+    if (set.pred.set) rule_sections.insert("pred");
+  }
+  if (!config.auto_plan.enabled) {
+    spdlog::info("checkpoint plan ({}{}):\n{}", plan.summary(),
+                 applied.empty() ? "" : "; checkpoint_node_rules applied: " + rules, plan.table());
+    if (multi) log_plans_per_node(dist, plan_row(dist, device.str(), plan.summary()));
+    if (options.print_plan) return 0;
+  }
 
   const int threads = config.num_threads > 0 ? config.num_threads
                                              : std::max(1, int(std::thread::hardware_concurrency()) / node.ranks_on_node);
@@ -197,6 +209,34 @@ int run_training(const CliOptions& options, const DistContext& dist) {
       return 2;
     }
   }
+  if (config.auto_plan.enabled) {
+    std::string failure;
+    try {
+      const int64_t budget = auto_budget_bytes(config.auto_plan, device.str());
+      const AutoPlan a = choose_auto_plan(*trainer, trainer->batch(0), budget, plan, rule_sections);
+      spdlog::info("measured piece costs:\n{}", cost_table(a.costs));
+      spdlog::info("auto plan for a budget of {} ({}): predicted step peak {}, predicted recompute {:.1f} ms/step{}:\n{}",
+                   format_bytes(a.budget_bytes), a.plan.summary(), format_bytes(a.predicted_peak_bytes),
+                   a.added_seconds * 1e3, rules.empty() ? "" : "; per-node rules " + rules + " keep their sections",
+                   a.plan.table());
+      plan = a.plan;
+    } catch (const std::invalid_argument& e) {
+      failure = e.what();
+    }
+    if (multi && trainer->world() > 1) {  // every rank stops if one cannot plan
+      const bool any = dist.allreduce_max(failure.empty() ? 0.0 : 1.0) > 0;
+      if (any && failure.empty()) failure = "another rank could not plan";
+    }
+    if (!failure.empty()) {
+      spdlog::error("gradient_checkpointing.policy auto on rank {}: {}", dist.rank(), failure);
+      return 2;
+    }
+    if (multi) log_plans_per_node(dist, plan_row(dist, device.str(), plan.summary()));
+    if (options.print_plan) return 0;
+    if (lead) write_text(run_dir / "plan.txt", plan.table() + "\n");
+  }
+  if (config.auto_plan.cpu_memory_limit_gib > 0)
+    set_cpu_memory_limit(int64_t(config.auto_plan.cpu_memory_limit_gib * double(1ll << 30)));
   if (lead)
     spdlog::info("run {} in {}: {} rank(s) on {} node(s), {}, device {}, {} threads per rank, {} parameters, {} steps",
                  config.run_id, run_dir.string(), dist.size(), dist.num_nodes(), comm ? comm->name() : "no communication",

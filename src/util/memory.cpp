@@ -11,7 +11,10 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+
+#include <c10/util/Exception.h>
 #include <cstdio>
 #include <mutex>
 #include <stdexcept>
@@ -30,6 +33,7 @@ constexpr size_t kHeader = c10::gAlignment;  // keeps the returned pointer align
 struct Counters {
   std::atomic<int64_t> current{0};
   std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> limit{0};  // 0: none
 };
 
 Counters& counters() {
@@ -47,6 +51,10 @@ void counting_delete(void* ptr) {
 
 struct CountingAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) const override {
+    const int64_t limit = counters().limit.load(std::memory_order_relaxed);
+    if (limit > 0 && counters().current.load(std::memory_order_relaxed) + int64_t(n) > limit)
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU memory limit: allocating ", n, " bytes would pass the limit of ",
+                       limit, " bytes (", counters().current.load(), " in use)");
     char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
     *reinterpret_cast<int64_t*>(base) = static_cast<int64_t>(n);
     auto& c = counters();
@@ -81,6 +89,8 @@ void install_counting_allocator() {
 
 bool counting_allocator_installed() { return g_installed.load(); }
 
+void set_cpu_memory_limit(int64_t bytes) { counters().limit.store(std::max<int64_t>(0, bytes)); }
+
 MemorySnapshot memory_snapshot(const std::string& device) {
   MemorySnapshot s;
   if (device.rfind("cuda", 0) == 0) {
@@ -92,7 +102,10 @@ MemorySnapshot memory_snapshot(const std::string& device) {
     s.peak_bytes = stats.allocated_bytes[all].peak;
     s.reserved_peak_bytes = stats.reserved_bytes[all].peak;
     size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) s.capacity_bytes = int64_t(total_b);
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+      s.capacity_bytes = int64_t(total_b);
+      s.available_bytes = int64_t(free_b) + s.reserved_peak_bytes;
+    }
     return s;
 #else
     throw std::runtime_error("memory statistics for " + device + ": this build's LibTorch has no CUDA");
@@ -102,6 +115,8 @@ MemorySnapshot memory_snapshot(const std::string& device) {
   s.peak_bytes = counters().peak.load();
   s.reserved_peak_bytes = s.peak_bytes;
   s.capacity_bytes = physical_memory();
+  const long avail = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  s.available_bytes = (avail > 0 && page > 0 ? int64_t(avail) * page : 0) + s.current_bytes;
   return s;
 }
 

@@ -51,7 +51,7 @@ TEST_F(ConfigTest, DefaultConfigNamesEveryKeyWithoutWarnings) {
   const auto w = warnings_of([] { load_config({}); });
   EXPECT_TRUE(w.empty());
   const std::string y = resolved_config_yaml({});
-  for (const char* key : {"gradient_checkpointing: {}", "run_id: \"\"", "num_threads: 0",
+  for (const char* key : {"  policy: manual  # default_config.yml:", "run_id: \"\"", "num_threads: 0",
                           "loss_fcts: [[mse, 1.0]]", "  checkpoint: 250  # default_config.yml:"})
     EXPECT_NE(y.find(key), std::string::npos) << key << "\n" << y;
 }

@@ -106,7 +106,7 @@ TEST_F(ConfigTest, UnknownCheckpointSection) {
             f + ":2: unknown key 'gradient_checkpointing.latnet' (did you mean 'gradient_checkpointing.latent'?)");
   EXPECT_EQ(one_problem(sets({"gradient_checkpointing.encoder.mode=full"})),
             "--set 'gradient_checkpointing.encoder.mode=full': unknown key 'gradient_checkpointing.encoder' "
-            "(known keys under gradient_checkpointing: embed, latent, pred)");
+            "(known keys under gradient_checkpointing: policy, memory_budget_gib, memory_margin_gib, embed, latent, pred)");
 }
 
 TEST_F(ConfigTest, BadCheckpointMode) {

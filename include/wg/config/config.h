@@ -107,6 +107,16 @@ struct FaultInjection {
   int64_t step = -1;
 };
 
+// The automatic planner (gradient_checkpointing.policy: auto, plus the
+// out-of-memory fallback, which also serves manual plans).
+struct AutoPlanConfig {
+  bool enabled = false;             // gradient_checkpointing.policy: auto
+  double memory_budget_gib = 0;     // gradient_checkpointing.memory_budget_gib; 0: device memory - margin
+  double memory_margin_gib = 2;     // gradient_checkpointing.memory_margin_gib
+  int oom_max_retries = 3;          // out-of-memory retries of one step before giving up
+  double cpu_memory_limit_gib = 0;  // hard limit of the counting CPU allocator (0: none)
+};
+
 // ---- optimisation --------------------------------------------------------
 
 struct LrConfig {
@@ -185,6 +195,7 @@ struct Config {
   // checkpointing (recomputation) choices
   CheckpointConfig gradient_checkpointing;
   std::vector<NodeRule> checkpoint_node_rules;
+  AutoPlanConfig auto_plan;
 
   // data parallelism
   double ddp_bucket_mb = 25;      // gradient allreduce bucket bound, MiB

@@ -43,6 +43,13 @@ struct CheckpointPlan {
   PredPlan pred;
 
   const EmbedPlan& embed_for(const std::string& stream) const;
+
+  // Pieces by key "section/piece", as in the table: "embed.ERA5/block0.attn",
+  // "latent/block1.mlp", "pred/head". keys() is in table order.
+  static std::string key(const std::string& section, const std::string& piece);
+  std::vector<std::string> keys() const;
+  bool get(const std::string& key) const;  // throws std::out_of_range
+  void set(const std::string& key, bool on);
   int pieces_total() const;
   int pieces_recomputed() const;
   // One row per piece: "section  piece  recompute". Logged at start.

@@ -38,8 +38,10 @@ class StreamEmbedTransformerImpl : public torch::nn::Module {
  public:
   explicit StreamEmbedTransformerImpl(const EmbedOptions& options);
 
-  // Which pieces recompute in backward; default: none.
+  // Which pieces recompute in backward; default: none. plan.stream names
+  // the pieces' keys.
   void set_plan(const EmbedPlan& plan);
+  void set_observer(PieceObserver* observer) { observer_ = observer; }
 
   // x_in [N, token_size, C], centroids [N, 5] (used when
   // embed_size_centroids > 0) -> [N, num_tokens, dim_out]
@@ -67,6 +69,7 @@ class StreamEmbedTransformerImpl : public torch::nn::Module {
   torch::nn::LayerNorm ln_full_{nullptr};
   torch::nn::Linear unembed_full_{nullptr};
   std::vector<Piece> pieces_;
+  PieceObserver* observer_ = nullptr;
 };
 TORCH_MODULE(StreamEmbedTransformer);
 

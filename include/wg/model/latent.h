@@ -33,6 +33,7 @@ class LatentEngineImpl : public torch::nn::Module {
  public:
   explicit LatentEngineImpl(const LatentOptions& options);
   void set_plan(const LatentPlan& plan);
+  void set_observer(PieceObserver* observer) { observer_ = observer; }
   torch::Tensor forward(const torch::Tensor& tokens);  // [B, L, dim] -> [B, L, dim]
 
  private:
@@ -41,6 +42,7 @@ class LatentEngineImpl : public torch::nn::Module {
   torch::nn::ModuleList layers{nullptr};
   torch::nn::LayerNorm ln_out{nullptr};
   std::vector<Piece> pieces_;
+  PieceObserver* observer_ = nullptr;
 };
 TORCH_MODULE(LatentEngine);
 
@@ -48,11 +50,13 @@ class PredHeadImpl : public torch::nn::Module {
  public:
   PredHeadImpl(int dim_in, int hidden, int dim_out);
   void set_plan(const PredPlan& plan);
+  void set_observer(PieceObserver* observer) { observer_ = observer; }
   torch::Tensor forward(const torch::Tensor& x);  // [M, dim_in] -> [M, dim_out]
 
  private:
   torch::nn::Sequential layers{nullptr};
   std::vector<Piece> pieces_;
+  PieceObserver* observer_ = nullptr;
 };
 TORCH_MODULE(PredHead);
 

@@ -55,8 +55,11 @@ class WeatherModelImpl : public torch::nn::Module {
  public:
   explicit WeatherModelImpl(const Config& config);
 
-  // Applies the plan to every section. Call once, before training.
+  // Applies the plan to every section. Call before training, and again
+  // only between steps (the automatic planner's fallback does).
   void set_plan(const CheckpointPlan& plan);
+  // Sees every piece's forward in every section; nullptr: none.
+  void set_observer(PieceObserver* observer);
 
   // Predictions for the masked tokens of each stream: [Nm, token_size, C].
   std::vector<torch::Tensor> forward(const ModelInput& input);

@@ -21,6 +21,7 @@ struct StepMetrics {
   int64_t peak_bytes = 0;        // allocator peak during the step
   int64_t activation_bytes = 0;  // held at the end of forward
   bool skipped = false;          // non-finite loss, step skipped (nan_policy: skip)
+  int oom_retries = 0;           // attempts repeated after running out of memory
 };
 
 struct RunSummary {
@@ -31,6 +32,10 @@ struct RunSummary {
   double last_loss = 0;   // last logged loss
   double mean_samples_per_second = 0;
   int64_t peak_bytes = 0;
+  int64_t steady_peak_bytes = 0;    // the largest step peak after the first step (optimizer state allocated)
+  int64_t oom_retries = 0;
+  int64_t planned_peak_bytes = 0;   // gradient_checkpointing.policy auto: the prediction (0: manual)
+  double planned_added_seconds = 0; // ... and its predicted recompute time per step
 };
 
 class MetricsSink {

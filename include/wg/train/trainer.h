@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "wg/dist/context.h"
 #include "wg/dist/grad_sync.h"
 #include "wg/model/checkpoint_plan.h"
+#include "wg/model/memory_planner.h"
+#include "wg/model/piece.h"
 #include "wg/model/weather_model.h"
 #include "wg/train/loss.h"
 #include "wg/train/lr_schedule.h"
@@ -41,11 +44,36 @@ class Trainer {
   ~Trainer();
 
   int64_t total_steps() const { return dataset_.total_steps(); }
+  Batch batch(int64_t step) const { return dataset_.batch(step); }
 
   // One step on the run's own batch for `step`.
   StepMetrics step(int64_t step);
   // One step on a given batch (tests inject batches here).
   StepMetrics step_on(const Batch& batch, int64_t step);
+
+  // Forward and backward on `batch` without exchanging gradients or
+  // updating weights (the cost profiler's probe); gradients are zeroed
+  // after. Returns the peak bytes above those held at its start.
+  int64_t probe(const Batch& batch, PieceObserver* observer);
+  // Bytes held at the start of a step once training runs: now, plus
+  // gradients and AdamW moments not allocated yet.
+  int64_t steady_base_bytes() const;
+
+  // The plan in use; changes only between steps (planner, OOM fallback).
+  const CheckpointPlan& plan() const { return plan_; }
+  void set_plan(const CheckpointPlan& plan);
+  // Measured costs guide the out-of-memory fallback; `budget` is quoted in
+  // its final error.
+  void set_costs(const CostModel& costs, const std::string& budget) {
+    costs_ = costs;
+    budget_text_ = budget;
+  }
+  // The planner's prediction, reported in the run summary.
+  void set_prediction(int64_t peak_bytes, double added_seconds) {
+    planned_peak_bytes_ = peak_bytes;
+    planned_added_seconds_ = added_seconds;
+  }
+  int oom_events() const { return oom_events_; }
 
   // All steps; throws NonFiniteLossError per nan_policy.
   RunSummary train(const std::vector<MetricsSink*>& sinks);
@@ -70,7 +98,16 @@ class Trainer {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<GradSync> grad_sync_;
+  CheckpointPlan plan_;
+  std::optional<CostModel> costs_;
+  std::string budget_text_ = "none (manual plan)";
+  int oom_events_ = 0;
+  int64_t planned_peak_bytes_ = 0;
+  double planned_added_seconds_ = 0;
   int consecutive_skips_ = 0;
+
+  bool any_rank(bool flag) const;  // the same answer on every rank
+  void recompute_one_more_piece(int64_t step, const std::string& what);
 };
 
 }  // namespace wg

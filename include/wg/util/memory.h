@@ -14,12 +14,17 @@ struct MemorySnapshot {
   int64_t peak_bytes = 0;      // allocated peak since the last reset
   int64_t reserved_peak_bytes = 0;  // CUDA: reserved by the caching allocator; CPU: = peak
   int64_t capacity_bytes = 0;  // device memory (CPU: physical memory)
+  int64_t available_bytes = 0; // free for this process now, its own tensors included
 };
 
 // Installs the counting CPU allocator (idempotent, thread-safe). Must run
 // before tensors that should be counted are allocated.
 void install_counting_allocator();
 bool counting_allocator_installed();
+// A hard limit on counted CPU bytes (0: none): an allocation that would pass
+// it throws c10::OutOfMemoryError, like a full GPU. For testing and for
+// cpu_memory_limit_gib.
+void set_cpu_memory_limit(int64_t bytes);
 
 // device: "cpu" or "cuda:N".
 MemorySnapshot memory_snapshot(const std::string& device);

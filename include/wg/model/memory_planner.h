@@ -1,0 +1,62 @@
+// The automatic checkpoint planner: given what each piece costs, choose the
+// pieces to recompute that minimise the added recompute time while the
+// predicted step peak stays within a memory budget.
+//
+// Peak model (bytes). Pieces run in plan-key order (forward order). A piece
+// keeps K_p for backward: retained_p without recomputation, only its output
+// with it. When backward reaches piece p, the pieces before it still hold
+// their K, and p holds all its activations (kept or rebuilt), so
+//   peak(S) = base + max_p ( sum_{q<p} K_q(S) + retained_p ) + transient
+// base: held at step start; transient: the rest of the step (loss,
+// gradients in flight, glue outside pieces), calibrated so that peak(none)
+// equals the measured peak. Time: sum_{p in S} forward_seconds_p.
+//
+// plan_for_budget is exact over byte amounts on a grid of at most
+// kPlannerGrid steps (rounded to the safe side): a dynamic program over the
+// pieces in order, with the running sum of kept bytes as its state. No
+// LibTorch here: costs come from the profiler (train/cost_profiler).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace wg {
+
+struct PieceCost {
+  std::string key;            // CheckpointPlan key, e.g. "latent/block0.attn"
+  int64_t retained_bytes = 0; // kept after the piece's forward, output included (nothing recomputed)
+  int64_t output_bytes = 0;
+  double forward_seconds = 0; // one forward of the piece = its recompute time
+  int64_t analytic_bytes = -1;  // estimate from shapes (cross-check), -1: none
+  int forced = -1;              // -1: the planner chooses; 0 / 1: fixed off / on (a per-node rule)
+  int64_t saved_bytes() const { return retained_bytes > output_bytes ? retained_bytes - output_bytes : 0; }
+};
+
+struct CostModel {
+  std::vector<PieceCost> pieces;  // in plan key order
+  int64_t base_bytes = 0;
+  int64_t activations_none_bytes = 0;
+  int64_t transient_bytes() const;                         // calibrated, see above
+  int64_t peak(const std::vector<bool>& recompute) const;   // the model above
+  double added_seconds(const std::vector<bool>& recompute) const;
+};
+
+struct PlannedRecompute {
+  std::vector<bool> recompute;  // per CostModel::pieces
+  int64_t predicted_peak_bytes = 0;
+  double added_seconds = 0;
+};
+
+constexpr int kPlannerGrid = 20000;
+
+// Throws std::invalid_argument naming the budget and the smallest predicted
+// peak when even recomputing everything does not fit.
+PlannedRecompute plan_for_budget(const CostModel& costs, int64_t budget_bytes);
+
+// The piece to recompute next after an out-of-memory failure: among those
+// not yet recomputed, the one freeing the most bytes per second of
+// recompute. -1 when every piece is already recomputed.
+int next_piece_to_recompute(const CostModel& costs, const std::vector<bool>& recompute);
+
+}  // namespace wg
