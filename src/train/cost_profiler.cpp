@@ -91,6 +91,16 @@ CostModel profile_costs(Trainer& trainer, const Batch& batch, int repeats) {
     p.forward_seconds = t[t.size() / 2];
   }
   c.base_bytes = trainer.steady_base_bytes();
+  CheckpointPlan all = none;
+  for (const auto& k : all.keys()) all.set(k, true);
+  try {
+    trainer.set_plan(all);
+    c.activations_all_bytes = trainer.probe(batch, nullptr);
+  } catch (...) {
+    trainer.set_plan(saved);
+    throw;
+  }
+  c.calibrate();
   trainer.set_plan(saved);
   return c;
 }
@@ -104,8 +114,11 @@ std::string cost_table(const CostModel& c) {
                   double(p.analytic_bytes) / 1048576.0, p.forward_seconds * 1e3);
     out += line;
   }
-  std::snprintf(line, sizeof line, "held at step start %.2f MiB, step peak above it with nothing recomputed %.2f MiB",
-                double(c.base_bytes) / 1048576.0, double(c.activations_none_bytes) / 1048576.0);
+  std::snprintf(line, sizeof line,
+                "held at step start %.2f MiB; step peak above it %.2f MiB with nothing, %.2f MiB with everything "
+                "recomputed; calibrated alpha %.2f, transient %.2f MiB",
+                double(c.base_bytes) / 1048576.0, double(c.activations_none_bytes) / 1048576.0,
+                double(c.activations_all_bytes) / 1048576.0, c.alpha, double(c.transient) / 1048576.0);
   return out + line;
 }
 

@@ -5,11 +5,13 @@
 // Peak model (bytes). Pieces run in plan-key order (forward order). A piece
 // keeps K_p for backward: retained_p without recomputation, only its output
 // with it. When backward reaches piece p, the pieces before it still hold
-// their K, and p holds all its activations (kept or rebuilt), so
-//   peak(S) = base + max_p ( sum_{q<p} K_q(S) + retained_p ) + transient
-// base: held at step start; transient: the rest of the step (loss,
-// gradients in flight, glue outside pieces), calibrated so that peak(none)
-// equals the measured peak. Time: sum_{p in S} forward_seconds_p.
+// their K, and p holds all its activations (kept or rebuilt) plus gradient
+// temporaries in proportion to them, so
+//   peak(S) = base + max_p ( sum_{q<p} K_q(S) + (1 + alpha) retained_p ) + transient
+// base: held at step start; alpha and transient (loss, glue outside the
+// pieces) are calibrated so that the model reproduces both measured peaks,
+// with nothing and with everything recomputed. Time: sum_{p in S}
+// forward_seconds_p.
 //
 // plan_for_budget is exact over byte amounts on a grid of at most
 // kPlannerGrid steps (rounded to the safe side): a dynamic program over the
@@ -36,8 +38,11 @@ struct PieceCost {
 struct CostModel {
   std::vector<PieceCost> pieces;  // in plan key order
   int64_t base_bytes = 0;
-  int64_t activations_none_bytes = 0;
-  int64_t transient_bytes() const;                         // calibrated, see above
+  int64_t activations_none_bytes = 0;  // measured step peak above base, nothing recomputed
+  int64_t activations_all_bytes = 0;   // ... everything recomputed (0: unknown, alpha stays 0)
+  double alpha = 0;
+  int64_t transient = 0;
+  void calibrate();                                         // sets alpha and transient
   int64_t peak(const std::vector<bool>& recompute) const;   // the model above
   double added_seconds(const std::vector<bool>& recompute) const;
 };
@@ -55,8 +60,9 @@ constexpr int kPlannerGrid = 20000;
 PlannedRecompute plan_for_budget(const CostModel& costs, int64_t budget_bytes);
 
 // The piece to recompute next after an out-of-memory failure: among those
-// not yet recomputed, the one freeing the most bytes per second of
-// recompute. -1 when every piece is already recomputed.
+// not yet recomputed that free at least 1% of what is still freeable, the
+// one freeing the most bytes per second of recompute. -1 when every piece is
+// already recomputed.
 int next_piece_to_recompute(const CostModel& costs, const std::vector<bool>& recompute);
 
 }  // namespace wg

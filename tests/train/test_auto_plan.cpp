@@ -1,0 +1,167 @@
+// The automatic plan on CPU, with the counting allocator as the "device":
+// for budgets between the all-recompute and the no-recompute peak the
+// measured step peak stays within the budget and the prediction is within
+// 10% of it; the out-of-memory fallback retries a step with one more piece
+// recomputed and gets the same result as a run that had memory enough.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "../common/tiny_config.h"
+#include "wg/train/auto_plan.h"
+#include "wg/train/cost_profiler.h"
+#include "wg/train/trainer.h"
+#include "wg/util/memory.h"
+
+namespace wg {
+namespace {
+
+Config planner_config() {
+  Config c = wg::testing::tiny_config();
+  c.embed_dropout_rate = 0.0;
+  c.embed_dropout_final_rate = 0.0;
+  c.ae_global_dropout_rate = 0.0;
+  c.batch_size_per_gpu = 4;
+  c.samples_per_mini_epoch = 64;
+  for (auto& s : c.streams) {
+    s.synthetic.grid_lat = 6;
+    s.synthetic.grid_lon = 8;
+    s.embed.dim_embed = 32;
+  }
+  return c;
+}
+
+CheckpointPlan all_or_nothing(const Config& c, bool on) {
+  CheckpointPlan p = resolve_checkpoint_plan(c);
+  for (const auto& k : p.keys()) p.set(k, on);
+  return p;
+}
+
+// The largest step peak after the first step (optimizer state allocated).
+int64_t steady_peak(Trainer& t, int steps = 3) {
+  int64_t peak = 0;
+  for (int k = 0; k < steps; ++k) {
+    const int64_t p = t.step(k).peak_bytes;
+    if (k > 0) peak = std::max(peak, p);
+  }
+  return peak;
+}
+
+int64_t measured_peak_with(const Config& c, bool all) {
+  Trainer t(c, all_or_nothing(c, all), torch::kCPU);
+  return steady_peak(t);
+}
+
+TEST(AutoPlan, StaysWithinTheBudgetAndPredictsThePeakWithin10Percent) {
+  install_counting_allocator();
+  at::set_num_threads(1);
+  const Config c = planner_config();
+  const int64_t none = measured_peak_with(c, false), all = measured_peak_with(c, true);
+  std::cout << "measured step peak: nothing recomputed " << none << " bytes, everything " << all << " bytes\n";
+  ASSERT_LT(all, none * 3 / 4);
+  for (double f : {0.1, 0.35, 0.6, 0.85}) {
+    const int64_t budget = all + int64_t(f * double(none - all));
+    Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
+    const AutoPlan a = choose_auto_plan(t, t.batch(0), budget, t.plan(), {});
+    const int64_t measured = steady_peak(t);
+    std::cout << "budget " << budget << ": plan " << a.plan.summary() << ", predicted " << a.predicted_peak_bytes
+              << ", measured " << measured << "\n";
+    EXPECT_LE(measured, budget) << "f " << f;
+    EXPECT_NEAR(double(a.predicted_peak_bytes), double(measured), 0.10 * double(measured)) << "f " << f;
+    EXPECT_GT(a.plan.pieces_recomputed(), 0);
+    EXPECT_EQ(t.plan().summary(), a.plan.summary());  // applied to the trainer
+  }
+}
+
+TEST(AutoPlan, CostsAreMeasuredForEveryPiece) {
+  install_counting_allocator();
+  const Config c = planner_config();
+  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
+  const auto before = t.model()->parameters()[0].clone();
+  const CostModel m = profile_costs(t, t.batch(0));
+  EXPECT_TRUE(torch::equal(before, t.model()->parameters()[0]));  // profiling does not train
+  ASSERT_EQ(m.pieces.size(), t.plan().keys().size());
+  for (const auto& p : m.pieces) {
+    EXPECT_GT(p.retained_bytes, 0) << p.key;
+    EXPECT_GE(p.retained_bytes, p.output_bytes) << p.key;
+    EXPECT_GT(p.forward_seconds, 0) << p.key;
+    EXPECT_GT(p.analytic_bytes, 0) << p.key;
+  }
+  EXPECT_GT(m.activations_none_bytes, 0);
+}
+
+TEST(AutoPlan, BudgetBelowTheAllRecomputePeakIsAClearError) {
+  install_counting_allocator();
+  const Config c = planner_config();
+  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
+  try {
+    choose_auto_plan(t, t.batch(0), 1000, t.plan(), {});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("memory budget of 1000 bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("every piece recomputed"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AutoPlan, PerNodeRuleSectionsKeepTheirSettings) {
+  install_counting_allocator();
+  const Config c = planner_config();
+  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
+  CheckpointPlan rule = t.plan();
+  for (const auto& k : rule.keys())
+    if (k.rfind("latent/", 0) == 0) rule.set(k, true);  // a rule recomputes the whole latent section
+  const AutoPlan a = choose_auto_plan(t, t.batch(0), int64_t(1) << 40, rule, {"latent"});  // everything fits
+  for (const auto& k : a.plan.keys()) EXPECT_EQ(a.plan.get(k), k.rfind("latent/", 0) == 0) << k;
+}
+
+struct LimitGuard {
+  explicit LimitGuard(int64_t bytes) { set_cpu_memory_limit(bytes); }
+  ~LimitGuard() { set_cpu_memory_limit(0); }
+};
+
+TEST(OomFallback, RetryWithOneMorePieceGivesTheSameStep) {
+  install_counting_allocator();
+  const Config c = planner_config();
+  std::vector<torch::Tensor> reference;
+  {
+    Trainer t(c, all_or_nothing(c, false), torch::kCPU);
+    t.step(0);
+    t.step(1);
+    for (const auto& p : t.model()->parameters()) reference.push_back(p.clone());
+  }
+  const int64_t none = measured_peak_with(c, false), all = measured_peak_with(c, true);
+  Config retrying = c;
+  retrying.auto_plan.oom_max_retries = 16;  // a manual plan has no measured costs: attention pieces in order
+  Trainer t(retrying, all_or_nothing(c, false), torch::kCPU);
+  t.step(0);  // optimizer state allocated with memory to spare
+  StepMetrics m;
+  {
+    LimitGuard limit(all + (none - all) * 3 / 4);  // too small for nothing recomputed
+    m = t.step(1);
+  }
+  EXPECT_GT(m.oom_retries, 0);
+  EXPECT_EQ(t.oom_events(), m.oom_retries);
+  EXPECT_GT(t.plan().pieces_recomputed(), 0);
+  auto params = t.model()->parameters();
+  ASSERT_EQ(params.size(), reference.size());
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i], reference[i])) << i;
+}
+
+TEST(OomFallback, GivesUpAfterOomMaxRetriesNamingTheSmallestPlanTried) {
+  install_counting_allocator();
+  Config c = planner_config();
+  c.auto_plan.oom_max_retries = 2;
+  Trainer t(c, all_or_nothing(c, false), torch::kCPU);
+  t.step(0);
+  LimitGuard limit(memory_snapshot("cpu").current_bytes + 1024);
+  try {
+    t.step(1);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("out of memory in step 1 after 3 attempts (oom_max_retries 2)"), std::string::npos) << m;
+    EXPECT_NE(m.find("smallest plan tried: embed 2/"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace wg
