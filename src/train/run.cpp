@@ -213,7 +213,7 @@ int run_training(const CliOptions& options, const DistContext& dist) {
     std::string failure;
     try {
       const int64_t budget = auto_budget_bytes(config.auto_plan, device.str());
-      const AutoPlan a = choose_auto_plan(*trainer, trainer->batch(0), budget, plan, rule_sections);
+      const AutoPlan a = choose_auto_plan(*trainer, trainer->planning_batch(), budget, plan, rule_sections);
       spdlog::info("measured piece costs:\n{}", cost_table(a.costs));
       spdlog::info("auto plan for a budget of {} ({}): predicted step peak {}, predicted recompute {:.1f} ms/step{}:\n{}",
                    format_bytes(a.budget_bytes), a.plan.summary(), format_bytes(a.predicted_peak_bytes),

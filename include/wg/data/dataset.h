@@ -24,7 +24,14 @@ class Dataset {
   int64_t total_steps() const { return steps_per_epoch() * num_epochs_; }
 
   // The rank's batch for global step `step` (0-based over the whole run).
-  Batch batch(int64_t step) const;
+  // `masking_rate` >= 0 replaces every stream's rate, without sampling.
+  Batch batch(int64_t step, double masking_rate = -1) const;
+
+  // The masking rate the memory planner plans for: the configured one, or
+  // with masking_rate_sampling a low one (more visible tokens, more memory
+  // in the embed section): 2.5 standard deviations of the batch's mean
+  // rate below it, i.e. about the 99th percentile of visible tokens.
+  double planning_masking_rate() const;
 
   const std::vector<SyntheticStream>& sources() const { return sources_; }
 
@@ -36,6 +43,7 @@ class Dataset {
   double masking_rate_;
   bool masking_rate_sampling_;
   int num_epochs_;
+  int batch_per_rank_;
   int rank_;
 };
 

@@ -45,6 +45,9 @@ class Trainer {
 
   int64_t total_steps() const { return dataset_.total_steps(); }
   Batch batch(int64_t step) const { return dataset_.batch(step); }
+  // What the memory planner profiles: step 0's samples at the planning
+  // masking rate (see Dataset::planning_masking_rate).
+  Batch planning_batch() const { return dataset_.batch(0, dataset_.planning_masking_rate()); }
 
   // One step on the run's own batch for `step`.
   StepMetrics step(int64_t step);
