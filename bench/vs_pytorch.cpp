@@ -53,8 +53,8 @@ namespace {
 
 const char* kCppMemoryMethod =
     "counting CPU allocator (install_counting_allocator, every CPU tensor allocation through c10's allocator; "
-    "not oneDNN/BLAS scratch mallocs): reset_peak_memory right before Trainer::step_on, peak_bytes after it minus "
-    "current_bytes held at step start; max over 2 extra untimed steps after the timed ones (the same batches the "
+    "not oneDNN/BLAS scratch mallocs): StepMetrics peak_bytes minus start_bytes, the bytes held when the step's "
+    "compute began (its input tensors made, as the twin's are before its step); max over 2 extra untimed steps after the timed ones (the same batches the "
     "twin profiles), over all rounds (cpp_step_peak_bytes_max_timed_steps: max over every timed step)";
 
 struct Mode {
@@ -212,12 +212,9 @@ int main(int argc, char** argv) {
       torch::manual_seed(base.seed);  // same dropout draws for every mode
       for (int k = 0; k < warmup + steps; ++k) {
         const Batch& b = batches[size_t(k % num_batches)];
-        const int64_t held = memory_snapshot("cpu").current_bytes;
-        reset_peak_memory("cpu");
-        const auto t0 = Clock::now();
-        const StepMetrics m = t.step_on(b, k);
-        const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
-        const int64_t peak = memory_snapshot("cpu").peak_bytes - held;
+        const StepMetrics m = t.step_on(b, k);  // the input tensors are made before its compute starts
+        const double sec = m.compute_seconds;
+        const int64_t peak = m.peak_bytes - m.start_bytes;
         if (r == 1) cpp_losses[i].push_back(m.loss);
         if (k < warmup) continue;
         cpp_sec[i].push_back(sec);
@@ -225,10 +222,8 @@ int main(int argc, char** argv) {
       }
       // Two extra steps (batches (W+N) % K and (W+N+1) % K), as the twin profiles them.
       for (int k = warmup + steps; k < warmup + steps + 2; ++k) {
-        const int64_t held = memory_snapshot("cpu").current_bytes;
-        reset_peak_memory("cpu");
-        t.step_on(batches[size_t(k % num_batches)], k);
-        cpp_peak[i] = std::max(cpp_peak[i], memory_snapshot("cpu").peak_bytes - held);
+        const StepMetrics m = t.step_on(batches[size_t(k % num_batches)], k);
+        cpp_peak[i] = std::max(cpp_peak[i], m.peak_bytes - m.start_bytes);
       }
       std::printf("  round %d C++   %-10s median %8.2f ms\n", r, kModes[i].name,
                   median(std::vector<double>(cpp_sec[i].end() - steps, cpp_sec[i].end())) * 1e3);
@@ -357,7 +352,8 @@ int main(int argc, char** argv) {
       {"torch_version", torch_version},
       {"step_seconds_method",
        "median over all timed steps of all rounds; rounds alternate C++ (all modes) then the twin (all modes); "
-       "C++: wall time of Trainer::step_on (host batch -> tensors, forward, loss, backward, clip, AdamW); twin: "
+       "C++: StepMetrics::compute_seconds of Trainer::step_on (forward, loss, backward, clip, AdamW; the input "
+       "tensors are made before it starts); twin: "
        "wall time of its step (zero_grad, forward, loss, backward, clip, AdamW) on pre-built batch tensors"},
       {"cpp_step_peak_bytes_method", kCppMemoryMethod},
       {"torch_step_peak_bytes_method", torch_memory_method},

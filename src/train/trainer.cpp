@@ -98,8 +98,11 @@ void Trainer::recompute_one_more_piece(int64_t step, const std::string& what) {
 StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
   if (config_.fault_injection.rank == rank_ && config_.fault_injection.step == step)
     throw std::runtime_error("fault injection: rank " + std::to_string(rank_) + " fails at step " + std::to_string(step));
+  const auto t_input = Clock::now();
+  const ModelInput input = to_model_input(batch, device_);
   const auto t0 = Clock::now();
   StepMetrics m;
+  m.start_bytes = memory_snapshot(device_name_).current_bytes;
   m.step = step;
   m.total_steps = total_steps();
   m.lr = schedule_.at(std::min(step, total_steps() - 1));
@@ -113,10 +116,8 @@ StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
     std::string oom_what;
     torch::Tensor loss;
     try {
-      const int64_t before_forward = memory_snapshot(device_name_).current_bytes;
-      ModelInput input = to_model_input(batch, device_);
       loss = loss_(model_->forward(input), masked_targets(input));
-      m.activation_bytes = memory_snapshot(device_name_).current_bytes - before_forward;
+      m.activation_bytes = memory_snapshot(device_name_).current_bytes - m.start_bytes;
       m.loss = loss.item<double>();
     } catch (const c10::OutOfMemoryError& e) {
       oom_what = e.what_without_backtrace();
@@ -166,7 +167,8 @@ StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
     optimizer_->step();
   }
   m.peak_bytes = memory_snapshot(device_name_).peak_bytes;
-  m.step_seconds = seconds_since(t0);
+  m.compute_seconds = seconds_since(t0);
+  m.step_seconds = seconds_since(t_input);
   m.samples_per_second = double(batch.sample_ids.size()) / m.step_seconds;
   m.tokens_per_second = double(token_count(batch)) / m.step_seconds;
   return m;

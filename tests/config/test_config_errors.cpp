@@ -252,3 +252,21 @@ TEST_F(ConfigTest, AllProblemsAreReportedAtOnce) {
     EXPECT_EQ(std::string(e.what()).rfind("invalid configuration (6 problems):", 0), 0u);
   }
 }
+
+TEST_F(ConfigTest, AutoPlanKeys) {
+  const auto f = write("a.yml", "gradient_checkpointing:\n  policy: automatic\n");
+  EXPECT_EQ(one_problem(files({f})),
+            f + ":2: gradient_checkpointing.policy must be one of manual|auto, got 'automatic'");
+  EXPECT_EQ(one_problem(sets({"gradient_checkpointing.memory_budget_gib=-1"})),
+            "--set 'gradient_checkpointing.memory_budget_gib=-1': gradient_checkpointing.memory_budget_gib must be a "
+            "number >= 0, got '-1'");
+  EXPECT_EQ(one_problem(sets({"oom_max_retries=x"})),
+            "--set 'oom_max_retries=x': oom_max_retries must be an integer >= 0, got 'x'");
+  const Config c = load_config(sets({"gradient_checkpointing.policy=auto", "gradient_checkpointing.memory_budget_gib=40",
+                                     "cpu_memory_limit_gib=2.5"}));
+  EXPECT_TRUE(c.auto_plan.enabled);
+  EXPECT_EQ(c.auto_plan.memory_budget_gib, 40);
+  EXPECT_EQ(c.auto_plan.cpu_memory_limit_gib, 2.5);
+  EXPECT_EQ(c.auto_plan.oom_max_retries, 3);
+  EXPECT_FALSE(load_config({}).auto_plan.enabled);
+}

@@ -15,6 +15,8 @@ struct StepMetrics {
   double lr = 0;
   double grad_norm = 0;
   double step_seconds = 0;     // whole step, data included
+  double compute_seconds = 0;  // forward, backward, exchange, optimizer: without making the input tensors
+  int64_t start_bytes = 0;     // held when the compute began (weights, optimizer state, the input)
   double data_seconds = 0;     // producing the batch
   double samples_per_second = 0;
   double tokens_per_second = 0;
