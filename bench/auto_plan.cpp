@@ -15,6 +15,7 @@
 #include <iostream>
 #include <random>
 
+#include "bench_common.h"
 #include "wg/config/loader.h"
 #include "wg/train/auto_plan.h"
 #include "wg/train/cost_profiler.h"
@@ -52,20 +53,16 @@ Measured measure(const Config& c, const std::string& name, const CheckpointPlan&
 }  // namespace
 
 int main(int argc, char** argv) {
-  ConfigSources sources;
-  int plans = 40, steps = 5;
-  std::string out = "bench/results/auto_plan.json";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
-    if (a == "--config") sources.files.push_back(next());
-    else if (a == "--set") sources.overrides.push_back(next());
-    else if (a == "--plans") plans = std::stoi(next());
-    else if (a == "--steps") steps = std::stoi(next());
-    else if (a == "--out") out = next();
-    else { std::cerr << "unknown option " << a << "\n"; return 2; }
+  bench::Options opts;
+  try {
+    opts = bench::parse_options(argc, argv, {"--plans", "--steps", "--out"});
+  } catch (const std::invalid_argument& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
   }
-  if (sources.files.empty()) sources.files.push_back(std::string(WG_SOURCE_DIR) + "/config/cpu_small.yml");
+  const ConfigSources& sources = opts.sources;
+  const int plans = opts.integer("--plans", 40), steps = opts.integer("--steps", 5);
+  const std::string out = opts.text("--out", "bench/results/auto_plan.json");
   spdlog::set_level(spdlog::level::warn);
   install_counting_allocator();
   Config c = load_config(sources);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "wg/config/loader.h"
 #include "wg/model/checkpoint_plan.h"
 #include "wg/train/trainer.h"
@@ -43,37 +44,20 @@ T median(std::vector<T> v) {
   return v[v.size() / 2];
 }
 
-Config with_mode(Config c, CheckpointMode mode, int every_n) {
-  for (SectionCheckpointConfig* s : {&c.gradient_checkpointing.embed, &c.gradient_checkpointing.latent,
-                                     &c.gradient_checkpointing.pred}) {
-    s->set = true;
-    s->mode = mode;
-    s->every_n = every_n;
-    s->blocks.clear();
-  }
-  return c;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  ConfigSources sources;
-  int steps = 12, warmup = 3;
-  std::string out = "bench/results/checkpoint_modes.json";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&] {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return std::string(argv[++i]);
-    };
-    if (a == "--config") sources.files.push_back(next());
-    else if (a == "--set") sources.overrides.push_back(next());
-    else if (a == "--steps") steps = std::stoi(next());
-    else if (a == "--warmup") warmup = std::stoi(next());
-    else if (a == "--out") out = next();
-    else { std::cerr << "unknown option " << a << "\n"; return 2; }
+  bench::Options opts;
+  try {
+    opts = bench::parse_options(argc, argv, {"--steps", "--warmup", "--out"});
+  } catch (const std::invalid_argument& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
   }
-  if (sources.files.empty()) sources.files.push_back(std::string(WG_SOURCE_DIR) + "/config/cpu_small.yml");
+  const ConfigSources& sources = opts.sources;
+  const int steps = opts.integer("--steps", 12), warmup = opts.integer("--warmup", 3);
+  const std::string out = opts.text("--out", "bench/results/checkpoint_modes.json");
   spdlog::set_level(spdlog::level::warn);
   install_counting_allocator();
   Config base;
@@ -94,7 +78,7 @@ int main(int argc, char** argv) {
   std::vector<ModeResult> results;
   std::vector<std::unique_ptr<Trainer>> trainers;
   for (const auto& m : modes) {
-    Config c = with_mode(base, m.mode, m.every_n);
+    Config c = bench::with_mode(base, m.mode, m.every_n);
     ModeResult r;
     r.name = m.name;
     r.plan = resolve_checkpoint_plan(c);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "bench_common.h"
 #include "wg/config/loader.h"
 #include "wg/dist/communicator.h"
 #include "wg/dist/context.h"
@@ -24,20 +25,16 @@ using namespace wg;
 
 int main(int argc, char** argv) {
   DistContext dist(&argc, &argv);
-  ConfigSources sources;
-  int steps = 20, warmup = 3;
-  std::vector<double> buckets;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
-    if (a == "--config") sources.files.push_back(next());
-    else if (a == "--set") sources.overrides.push_back(next());
-    else if (a == "--steps") steps = std::stoi(next());
-    else if (a == "--warmup") warmup = std::stoi(next());
-    else if (a == "--bucket-mb") buckets.push_back(std::stod(next()));
-    else { std::cerr << "unknown option " << a << "\n"; return 2; }
+  bench::Options opts;
+  try {
+    opts = bench::parse_options(argc, argv, {"--steps", "--warmup", "--bucket-mb"});
+  } catch (const std::invalid_argument& e) {
+    if (dist.rank() == 0) std::cerr << e.what() << "\n";
+    return 2;
   }
-  if (sources.files.empty()) sources.files.push_back(std::string(WG_SOURCE_DIR) + "/config/cpu_small.yml");
+  const ConfigSources& sources = opts.sources;
+  const int steps = opts.integer("--steps", 20), warmup = opts.integer("--warmup", 3);
+  std::vector<double> buckets = opts.numbers("--bucket-mb");
   if (buckets.empty()) buckets = {25};
   spdlog::set_level(spdlog::level::warn);
   install_counting_allocator();

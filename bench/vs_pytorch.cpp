@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "wg/config/loader.h"
 #include "wg/data/dataset.h"
 #include "wg/io/safetensors.h"
@@ -76,16 +77,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Config with_mode(Config c, CheckpointMode mode, int every_n) {
-  for (SectionCheckpointConfig* s : {&c.gradient_checkpointing.embed, &c.gradient_checkpointing.latent,
-                                     &c.gradient_checkpointing.pred}) {
-    s->set = true;
-    s->mode = mode;
-    s->every_n = every_n;
-    s->blocks.clear();
-  }
-  return c;
-}
 
 std::string quote(const std::string& s) { return "'" + s + "'"; }
 
@@ -100,28 +91,20 @@ std::string loadavg() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ConfigSources sources;
-  int threads = 2, rounds = 3, warmup = 2, steps = 10, num_batches = 8;
-  bool plot = true, breakdown = false;
-  std::string out = "bench/results/vs_pytorch.json";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&] {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return std::string(argv[++i]);
-    };
-    if (a == "--config") sources.files.push_back(next());
-    else if (a == "--set") sources.overrides.push_back(next());
-    else if (a == "--threads") threads = std::stoi(next());
-    else if (a == "--rounds") rounds = std::stoi(next());
-    else if (a == "--warmup") warmup = std::stoi(next());
-    else if (a == "--steps") steps = std::stoi(next());
-    else if (a == "--batches") num_batches = std::stoi(next());
-    else if (a == "--out") out = next();
-    else if (a == "--no-plot") plot = false;
-    else if (a == "--breakdown") breakdown = true;
-    else { std::cerr << "unknown option " << a << "\n"; return 2; }
+  bench::Options opts;
+  try {
+    opts = bench::parse_options(argc, argv, {"--threads", "--rounds", "--warmup", "--steps", "--batches", "--out"},
+                                {"--no-plot", "--breakdown"});
+  } catch (const std::invalid_argument& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
   }
+  const ConfigSources& sources = opts.sources;
+  const int threads = opts.integer("--threads", 2), rounds = opts.integer("--rounds", 3),
+            warmup = opts.integer("--warmup", 2), steps = opts.integer("--steps", 10),
+            num_batches = opts.integer("--batches", 8);
+  const bool plot = !opts.flag("--no-plot"), breakdown = opts.flag("--breakdown");
+  const std::string out = opts.text("--out", "bench/results/vs_pytorch.json");
   // Same thread environment as the twin's process: OpenMP reads it when it
   // loads, so the benchmark re-executes itself once with it set.
   const std::string omp = std::to_string(std::max(1, threads));
@@ -133,8 +116,7 @@ int main(int argc, char** argv) {
     ::execv("/proc/self/exe", argv);
     std::perror("bench_vs_pytorch: re-exec with OMP_NUM_THREADS set failed; continuing");
   }
-  if (sources.files.empty()) sources.files.push_back(std::string(WG_SOURCE_DIR) + "/config/cpu_small.yml");
-  if (steps < 1 || rounds < 1 || num_batches < 1 || warmup < 0) {
+  if (steps < 1 || rounds < 1 || num_batches < 1 || warmup < 0 || threads < 1) {
     std::cerr << "--steps, --rounds and --batches must be >= 1, --warmup >= 0\n";
     return 2;
   }
@@ -149,7 +131,7 @@ int main(int argc, char** argv) {
     std::cerr << e.what() << "\n";
     return 2;
   }
-  threads = set_compute_threads(threads);
+  set_compute_threads(threads);
 
   // ---- shared inputs: resolved config, batches, initial weights
   const fs::path out_path(out);
@@ -203,7 +185,7 @@ int main(int argc, char** argv) {
   for (int r = 1; r <= rounds; ++r) {
     // C++: every mode, a fresh trainer from the same weights.
     for (size_t i = 0; i < nm; ++i) {
-      const Config c = with_mode(base, kModes[i].mode, kModes[i].every_n);
+      const Config c = bench::with_mode(base, kModes[i].mode, kModes[i].every_n);
       const CheckpointPlan plan = resolve_checkpoint_plan(c);
       pieces_recomputed[i] = plan.pieces_recomputed();
       pieces_total[i] = plan.pieces_total();
@@ -263,7 +245,7 @@ int main(int argc, char** argv) {
   // the same phases as the trainer's step_on (lr schedule update left out)
   nlohmann::json phases = nullptr;
   if (breakdown) {
-    Trainer t(base, resolve_checkpoint_plan(with_mode(base, CheckpointMode::None, 1)), torch::kCPU);
+    Trainer t(base, resolve_checkpoint_plan(bench::with_mode(base, CheckpointMode::None, 1)), torch::kCPU);
     load_weights(*t.model(), weights_path);
     MaskedLoss loss_fn(base);
     auto params = t.model()->parameters();
