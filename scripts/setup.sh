@@ -10,6 +10,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libgtest-dev
   python3-torch python3-numpy python3-yaml python3-matplotlib
+  libcivetweb-dev prometheus prometheus-pushgateway
 )
 
 missing=()

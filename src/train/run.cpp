@@ -17,6 +17,8 @@
 #include "wg/dist/devices.h"
 #include "wg/dist/node_rules.h"
 #include "wg/io/weights.h"
+#include "wg/telemetry/coordinator.h"
+#include "wg/telemetry/job_telemetry.h"
 #include "wg/train/auto_plan.h"
 #include "wg/train/cost_profiler.h"
 #include "wg/model/checkpoint_plan.h"
@@ -189,7 +191,7 @@ int run_training(const CliOptions& options, const DistContext& dist) {
     write_text(run_dir / "plan.txt", plan.table() + "\n");
   }
 
-  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<Communicator> comm;  // declared before the trainer: its GradSync uses it
   if (multi) comm = device.is_cuda() ? make_nccl_communicator(dist, device.index()) : make_mpi_communicator(dist);
   std::unique_ptr<Trainer> trainer;
   try {
@@ -243,22 +245,44 @@ int run_training(const CliOptions& options, const DistContext& dist) {
                  device.str(), threads,
                  [&] { int64_t n = 0; for (auto& p : trainer->model()->parameters()) n += p.numel(); return n; }(),
                  trainer->total_steps());
+  // Telemetry: every rank reports its windows; rank 0 serves them.
+  std::unique_ptr<JobTelemetry> telemetry;
+  if (lead && config.telemetry.enabled) {
+    RunIdentity id;
+    id.run_id = config.run_id;
+    if (const char* job = std::getenv("SLURM_JOB_ID")) id.slurm_job_id = job;
+    for (const auto& f : options.sources.files) id.config += (id.config.empty() ? "" : ",") + fs::path(f).filename().string();
+    id.version = WG_VERSION;
+    id.ranks = dist.size();
+    telemetry = std::make_unique<JobTelemetry>(config.telemetry, id, trainer->plan().keys());
+    telemetry->start();
+  }
+  Coordinator coordinator(
+      dist, device.str(), memory_snapshot(device.str()).capacity_bytes, config.train_log_freq.metrics,
+      [&]() -> const CheckpointPlan& { return trainer->plan(); },
+      [&](const std::vector<RankWindow>& w) { if (telemetry) telemetry->on_windows(w); });
   std::vector<std::unique_ptr<MetricsSink>> sinks;
   if (lead) {
     sinks.push_back(std::make_unique<LogSink>(config.train_log_freq.terminal));
     sinks.push_back(std::make_unique<JsonlSink>(run_dir.string(), config.train_log_freq.metrics));
   }
-  std::vector<MetricsSink*> sink_ptrs;
+  std::vector<MetricsSink*> sink_ptrs{&coordinator};
   for (auto& s : sinks) sink_ptrs.push_back(s.get());
+  RunSummary summary;
   try {
-    trainer->train(sink_ptrs);
+    summary = trainer->train(sink_ptrs);
   } catch (const NonFiniteLossError& e) {  // all ranks agreed on it
     if (lead) spdlog::error("{}", e.what());
+    if (telemetry) telemetry->finish("failed", 0);
     return 3;
   }
   if (lead) {
     save_weights(*trainer->model(), (run_dir / "weights.safetensors").string());
     spdlog::info("weights written to {}", (run_dir / "weights.safetensors").string());
+  }
+  if (telemetry) {
+    telemetry->finish("completed", summary.steps);
+    write_text(run_dir / "metrics.prom", telemetry->exposition());  // the final state, the push's outcome included
   }
   return 0;
 }

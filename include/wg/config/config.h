@@ -117,6 +117,15 @@ struct AutoPlanConfig {
   double cpu_memory_limit_gib = 0;  // hard limit of the counting CPU allocator (0: none)
 };
 
+// Live telemetry: rank 0 serves Prometheus metrics and announces itself.
+struct TelemetryConfig {
+  bool enabled = true;
+  std::string address = "0.0.0.0";  // listen address of /metrics on rank 0
+  int port = 0;                      // 0: a free port, logged and written to the file_sd file
+  std::string file_sd_dir;           // "" : no file_sd target file
+  std::string pushgateway;           // "http://host:port", "": no push at the end
+};
+
 // ---- optimisation --------------------------------------------------------
 
 struct LrConfig {
@@ -200,6 +209,8 @@ struct Config {
   // data parallelism
   double ddp_bucket_mb = 25;      // gradient allreduce bucket bound, MiB
   FaultInjection fault_injection;
+
+  TelemetryConfig telemetry;
 
   // execution
   std::string device = "auto";  // auto | cpu | cuda

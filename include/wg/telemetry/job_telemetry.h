@@ -1,0 +1,60 @@
+// Rank 0's telemetry for the whole job: the Prometheus families of
+// monitoring/METRICS.md, filled from the windows the coordinator gathers,
+// with job-level aggregates (total throughput, slowest and fastest rank,
+// largest memory peak and where); the /metrics endpoint; the file_sd target
+// file; the final push to a Pushgateway. Telemetry never stops training: a
+// failure (port in use, unwritable file_sd directory, Pushgateway down) is
+// one warning and a count in wgtrain_telemetry_failures_total.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wg/config/config.h"
+#include "wg/telemetry/file_sd.h"
+#include "wg/telemetry/http_exporter.h"
+#include "wg/telemetry/metrics.h"
+#include "wg/telemetry/rank_window.h"
+
+namespace wg {
+
+struct RunIdentity {
+  std::string run_id;
+  std::string slurm_job_id;  // "" outside Slurm
+  std::string config;        // the config files, comma separated
+  std::string version;
+  int ranks = 1;
+};
+
+class JobTelemetry {
+ public:
+  // `plan_keys`: the checkpoint plan's piece keys, in the order of
+  // RankWindow::recomputed.
+  JobTelemetry(const TelemetryConfig& config, const RunIdentity& run, std::vector<std::string> plan_keys);
+  ~JobTelemetry();
+
+  // Starts the endpoint and writes the file_sd target (when configured).
+  void start();
+  void on_windows(const std::vector<RankWindow>& windows);
+  // Removes the file_sd target, pushes the outcome (when configured), stops
+  // the endpoint. status: completed | failed | stopped.
+  void finish(const std::string& status, int64_t last_step);
+
+  int port() const { return exporter_ ? exporter_->port() : 0; }
+  std::string exposition() const { return registry_.serialize(); }
+  telemetry::Registry& registry() { return registry_; }
+
+ private:
+  void failure(const std::string& kind, const std::string& what);
+
+  TelemetryConfig config_;
+  RunIdentity run_;
+  std::vector<std::string> plan_keys_;
+  telemetry::Registry registry_;
+  std::unique_ptr<telemetry::HttpExporter> exporter_;
+  std::unique_ptr<telemetry::FileSdTarget> file_sd_;
+  int64_t last_step_ = 0;
+};
+
+}  // namespace wg

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# End to end: a 2-rank training run and a real Prometheus (and Pushgateway),
+# all on 127.0.0.1 with free ports, started here and stopped by PID.
+# Prometheus finds the run through its file_sd target file; then:
+#  - the run's /metrics passes `promtool check metrics` during the run, and
+#    its final exposition (run_dir/metrics.prom) at the end;
+#  - every metric documented in monitoring/METRICS.md is in Prometheus, with
+#    both ranks where it is per rank (the Pushgateway's after the end);
+#  - every PromQL expression of the dashboards returns data and every alert
+#    expression evaluates (monitoring/check_promql.py);
+#  - the file_sd target is removed at the end, the job outcome is pushed;
+#  - a second run whose port is taken trains anyway, with one warning.
+#   tests/telemetry/e2e_prometheus.sh WGTRAIN
+set -euo pipefail
+wgtrain=$1
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+py=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+
+tmp="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "---- $f"; tail -n 25 "$f"; done; exit 1; }
+free_port() { $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+get() { $py -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1"; }
+query() {  # PromQL -> JSON result list
+  $py - "$prom" "$1" <<'PY'
+import json, sys, urllib.parse, urllib.request
+url = sys.argv[1] + "/api/v1/query?" + urllib.parse.urlencode({"query": sys.argv[2]})
+print(json.dumps(json.load(urllib.request.urlopen(url, timeout=5))["data"]["result"]))
+PY
+}
+
+mkdir -p "$tmp/file_sd" "$tmp/data" "$tmp/runs"
+port=$(free_port); gw_port=$(free_port)
+prom="http://127.0.0.1:$port"; gw="http://127.0.0.1:$gw_port"
+sed -e "s|@FILE_SD_DIR@|$tmp/file_sd|g" -e "s|@RULES@|$src/monitoring/alerts.yml|g" \
+    "$src/monitoring/prometheus.test.yml.tmpl" > "$tmp/prometheus.yml"
+prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
+    --web.listen-address="127.0.0.1:$port" > "$tmp/prometheus.log" 2>&1 &
+pids+=($!)
+prometheus-pushgateway --web.listen-address="127.0.0.1:$gw_port" > "$tmp/pushgateway.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 60); do get "$prom/-/ready" >/dev/null 2>&1 && get "$gw/-/ready" >/dev/null 2>&1 && break; sleep 0.5; done
+
+# About 45 s of training here: long enough for discovery and the checks.
+mpirun -np 2 --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu_tiny.yml" \
+    --set run_root="$tmp/runs" --set run_id=e2e --set num_mini_epochs=700 \
+    --set train_log_freq.metrics=5 --set train_log_freq.terminal=200 \
+    --set telemetry.address=127.0.0.1 --set telemetry.file_sd_dir="$tmp/file_sd" \
+    --set telemetry.pushgateway="$gw" > "$tmp/train.log" 2>&1 &
+train=$!
+pids+=($train)
+
+for _ in $(seq 100); do ls "$tmp"/file_sd/*.json >/dev/null 2>&1 && break; sleep 0.2; done
+target=$($py -c 'import glob,json; print(json.load(open(glob.glob(sys.argv[1]+"/*.json")[0]))[0]["targets"][0])' "$tmp/file_sd" 2>/dev/null ||
+         $py -c 'import glob,json,sys; print(json.load(open(glob.glob(sys.argv[1]+"/*.json")[0]))[0]["targets"][0])' "$tmp/file_sd") ||
+  fail "no file_sd target file"
+echo "run announced at $target"
+
+# During the run: the exposition is valid and lint-free.
+sleep 3
+get "http://$target/metrics" > "$tmp/live.prom" || fail "cannot scrape $target"
+lint=$(promtool check metrics < "$tmp/live.prom" 2>&1) || fail "promtool check metrics (during the run): $lint"
+[[ -z "$lint" ]] || fail "promtool lint (during the run): $lint"
+echo "ok: /metrics during the run passes promtool check metrics"
+
+# Prometheus sees both ranks.
+for _ in $(seq 60); do
+  n=$(query 'count(wgtrain_steps_total{run_id="e2e"})' | $py -c 'import json,sys; r=json.load(sys.stdin); print(r[0]["value"][1] if r else 0)')
+  [[ "$n" == "2" ]] && break; sleep 0.5
+done
+[[ "$n" == "2" ]] || fail "Prometheus did not find both ranks (found $n)"
+sleep 4  # a few more scrapes, for rate() over the dashboards' windows
+
+# Every documented metric (the Pushgateway's are checked after the end).
+names=$(grep -oE 'wgtrain_[a-z_]+' "$src/monitoring/METRICS.md" | sort -u | grep -vE '_bucket$|^wgtrain_job_(end_timestamp_seconds|status|last_step)$')
+for name in $names; do
+  sel=$name; [[ $name == wgtrain_step_duration_seconds ]] && sel=${name}_count
+  res=$(query "$sel")
+  $py - "$name" "$res" <<'PY' || fail "metric $name: $res"
+import json, sys
+name, res = sys.argv[1], json.loads(sys.argv[2])
+if not res: sys.exit(f"{name}: no data")
+ranks = {r["metric"]["rank"] for r in res if "rank" in r["metric"]}
+if ranks and ranks != {"0", "1"} and name != "wgtrain_job_memory_peak_max_bytes":
+    sys.exit(f"{name}: ranks {sorted(ranks)}")
+print(f"ok: {name}" + (f" (ranks {', '.join(sorted(ranks))})" if ranks else ""))
+PY
+done
+
+# Every dashboard expression returns data; every alert expression evaluates.
+$py "$src/monitoring/check_promql.py" --prometheus "$prom" --wait 20 \
+    --dashboard "$src/monitoring/grafana/dashboards/wgtrain.json" --rules "$src/monitoring/alerts.yml" \
+    > "$tmp/promql.log" 2>&1 || fail "check_promql.py: $(tail -n 20 "$tmp/promql.log")"
+echo "ok: every dashboard and alert expression ($(grep -c . "$tmp/promql.log") lines of check_promql output)"
+
+# Training was not disturbed; at the end: target removed, outcome pushed.
+wait $train || fail "training exited with $?"
+grep -q "summary: 7000 steps" "$tmp/train.log" || fail "training did not finish its 7000 steps"
+ls "$tmp"/file_sd/*.json >/dev/null 2>&1 && fail "file_sd target not removed at the end"
+lint=$(promtool check metrics < "$tmp/runs/e2e/metrics.prom" 2>&1) || fail "promtool check metrics (end): $lint"
+[[ -z "$lint" ]] || fail "promtool lint (end): $lint"
+echo "ok: final exposition passes promtool check metrics; file_sd target removed"
+get "$gw/metrics" > "$tmp/gw.prom"
+for m in 'wgtrain_job_status{instance="e2e",job="wgtrain",status="completed"} 1' 'wgtrain_job_last_step{instance="e2e",job="wgtrain"} 7000' 'wgtrain_job_end_timestamp_seconds{instance="e2e",job="wgtrain"}'; do
+  grep -qF "$m" "$tmp/gw.prom" || fail "Pushgateway lacks: $m"
+done
+echo "ok: job outcome pushed to the Pushgateway"
+
+# A port that is taken, an unwritable file_sd directory, a Pushgateway that is down: training goes on.
+"$wgtrain" --config "$src/config/cpu_tiny.yml" --set run_root="$tmp/runs" --set run_id=busy \
+    --set telemetry.address=127.0.0.1 --set telemetry.port="$port" --set telemetry.file_sd_dir=/proc/wg_no \
+    --set telemetry.pushgateway="http://127.0.0.1:$(free_port)" > "$tmp/busy.log" 2>&1 || fail "run with a busy port failed"
+for w in "telemetry (http): cannot serve /metrics" "telemetry (pushgateway): push to" "summary: 20 steps"; do
+  grep -qF "$w" "$tmp/busy.log" || fail "busy-port run: no '$w'"
+done
+grep -q 'wgtrain_telemetry_failures_total{kind="http"} 1' "$tmp/runs/busy/metrics.prom" || fail "http failure not counted"
+grep -q 'wgtrain_telemetry_failures_total{kind="pushgateway"} 1' "$tmp/runs/busy/metrics.prom" || fail "pushgateway failure not counted"
+echo "ok: busy port and unreachable Pushgateway: warnings, counted, training finished"
+echo "e2e_prometheus: all checks passed"
