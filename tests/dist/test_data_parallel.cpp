@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "../common/tiny_config.h"
+#include "dist_test_context.h"
 #include "wg/dist/communicator.h"
 #include "wg/dist/context.h"
 #include "wg/dist/devices.h"
@@ -13,7 +14,6 @@
 namespace wg {
 namespace {
 
-const DistContext* g_dist = nullptr;  // set once in main, read-only after
 
 Config dp_config() {
   Config c = wg::testing::tiny_config();
@@ -51,12 +51,12 @@ void train(Trainer& t, int steps) {
 }
 
 TEST(DataParallel, RanksHoldBitIdenticalParametersAfterTraining) {
-  ASSERT_EQ(g_dist->size(), 2) << "run under mpirun -np 2";
+  ASSERT_EQ(test_dist().size(), 2) << "run under mpirun -np 2";
   Config c = dp_config();
   c.embed_dropout_rate = 0.1;  // different dropout per rank is fine: gradients are averaged
-  auto comm = make_mpi_communicator(*g_dist);
-  torch::manual_seed(g_dist->rank());  // different initial weights: rank 0's are broadcast
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU, g_dist, comm.get());
+  auto comm = make_mpi_communicator(test_dist());
+  torch::manual_seed(test_dist().rank());  // different initial weights: rank 0's are broadcast
+  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU, &test_dist(), comm.get());
   ASSERT_GT(t.grad_sync()->num_buckets(), 3);
   EXPECT_TRUE(identical_across_ranks(flat_params(t)));
   train(t, 8);
@@ -65,15 +65,15 @@ TEST(DataParallel, RanksHoldBitIdenticalParametersAfterTraining) {
 
 TEST(DataParallel, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
   Config c = dp_config();
-  auto comm = make_mpi_communicator(*g_dist);
-  Trainer two(c, resolve_checkpoint_plan(c), torch::kCPU, g_dist, comm.get());
+  auto comm = make_mpi_communicator(test_dist());
+  Trainer two(c, resolve_checkpoint_plan(c), torch::kCPU, &test_dist(), comm.get());
   Config big = c;
   big.batch_size_per_gpu = 2 * c.batch_size_per_gpu;
   big.samples_per_mini_epoch = c.samples_per_mini_epoch;
   big.lr.lr_scaling_policy = "none";
   Config scaled = c;
   scaled.lr.lr_scaling_policy = "none";  // same learning rate in both runs
-  Trainer dp(scaled, resolve_checkpoint_plan(scaled), torch::kCPU, g_dist, comm.get());
+  Trainer dp(scaled, resolve_checkpoint_plan(scaled), torch::kCPU, &test_dist(), comm.get());
   Trainer one(big, resolve_checkpoint_plan(big), torch::kCPU);  // alone, no communication
   ASSERT_EQ(dp.total_steps(), one.total_steps());
   for (int k = 0; k < 8; ++k) {
@@ -81,7 +81,7 @@ TEST(DataParallel, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
     const double l2 = dp.step(k).loss;
     torch::manual_seed(k);
     const double l1 = one.step(k).loss;
-    const double mean2 = g_dist->allreduce_sum(l2) / 2;
+    const double mean2 = test_dist().allreduce_sum(l2) / 2;
     EXPECT_NEAR(mean2, l1, 1e-5 * std::abs(l1)) << "step " << k;
   }
   auto a = dp.model()->parameters(), b = one.model()->parameters();
@@ -93,15 +93,15 @@ TEST(DataParallel, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
 
 TEST(DataParallel, DifferentPlansPerRankTrainTheSameModel) {
   Config c = dp_config();
-  auto comm = make_mpi_communicator(*g_dist);
+  auto comm = make_mpi_communicator(test_dist());
   Config mine = c;
-  if (g_dist->rank() == 0)
+  if (test_dist().rank() == 0)
     for (SectionCheckpointConfig* s : {&mine.gradient_checkpointing.embed, &mine.gradient_checkpointing.latent,
                                        &mine.gradient_checkpointing.pred})
       s->mode = CheckpointMode::Full;  // rank 0 recomputes everything, rank 1 nothing
-  Trainer mixed(mine, resolve_checkpoint_plan(mine), torch::kCPU, g_dist, comm.get());
-  Trainer plain(c, resolve_checkpoint_plan(c), torch::kCPU, g_dist, comm.get());
-  EXPECT_EQ(resolve_checkpoint_plan(mine).pieces_recomputed() > 0, g_dist->rank() == 0);
+  Trainer mixed(mine, resolve_checkpoint_plan(mine), torch::kCPU, &test_dist(), comm.get());
+  Trainer plain(c, resolve_checkpoint_plan(c), torch::kCPU, &test_dist(), comm.get());
+  EXPECT_EQ(resolve_checkpoint_plan(mine).pieces_recomputed() > 0, test_dist().rank() == 0);
   train(mixed, 6);
   train(plain, 6);
   EXPECT_EQ(flat_params(mixed), flat_params(plain));
@@ -111,8 +111,8 @@ TEST(DataParallel, DifferentPlansPerRankTrainTheSameModel) {
 TEST(DataParallel, ParametersWithoutGradientStayInLockstep) {
   Config c = dp_config();
   c.streams[1].loss_weight = 0.0;  // SYNOP's prediction head gets no gradient
-  auto comm = make_mpi_communicator(*g_dist);
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU, g_dist, comm.get());
+  auto comm = make_mpi_communicator(test_dist());
+  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU, &test_dist(), comm.get());
   train(t, 4);
   EXPECT_TRUE(identical_across_ranks(flat_params(t)));
   EXPECT_GT(t.grad_sync()->stats().buckets, 0);
@@ -121,13 +121,20 @@ TEST(DataParallel, ParametersWithoutGradientStayInLockstep) {
 TEST(DataParallel, NcclAllreduceOnTheGpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine";
   if (!nccl_compiled_in()) GTEST_SKIP() << "this build has no NCCL";
-  const int device = device_for_local_rank(g_dist->node().local_rank, cuda_device_count());
-  auto comm = make_nccl_communicator(*g_dist, device);
+  const int device = device_for_local_rank(test_dist().node().local_rank, cuda_device_count());
+  auto comm = make_nccl_communicator(test_dist(), device);
   EXPECT_EQ(comm->name(), "nccl");
   EXPECT_EQ(comm->size(), 2);
 }
 
 }  // namespace
+}  // namespace wg
+
+namespace wg {
+namespace {
+const DistContext* g_dist = nullptr;  // set once in main, read-only after
+}  // namespace
+const DistContext& test_dist() { return *g_dist; }
 }  // namespace wg
 
 int main(int argc, char** argv) {

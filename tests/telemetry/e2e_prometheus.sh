@@ -70,6 +70,36 @@ lint=$(promtool check metrics < "$tmp/live.prom" 2>&1) || fail "promtool check m
 [[ -z "$lint" ]] || fail "promtool lint (during the run): $lint"
 echo "ok: /metrics during the run passes promtool check metrics"
 
+# Hostile and busy clients while training runs (bounded): malformed and
+# oversized requests, then 8 threads x 20 scrapes; each scrape must succeed.
+$py - "$target" <<'PY' || fail "endpoint under malformed, oversized and concurrent requests"
+import socket, sys, threading, urllib.request
+host, port = sys.argv[1].rsplit(":", 1)
+def raw(data):
+    s = socket.create_connection((host, int(port)), timeout=3)
+    try:
+        s.sendall(data); s.recv(256)
+    except OSError:
+        pass
+    finally:
+        s.close()
+for bad in [b"GARBAGE\r\n\r\n", b"GET\r\n\r\n", b"GET /metrics HTTP/9.9\r\n\r\n", b"\x00\xff" * 100,
+            b"GET /metrics HTTP/1.1\r\nX: " + b"a" * (1 << 20) + b"\r\n\r\n"] * 4:
+    raw(bad)
+errors = []
+def scrape():
+    for _ in range(20):
+        try:
+            body = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5).read()
+            if b"wgtrain_steps_total" not in body: errors.append("no wgtrain_steps_total")
+        except Exception as e:
+            errors.append(repr(e))
+threads = [threading.Thread(target=scrape) for _ in range(8)]
+[t.start() for t in threads]; [t.join() for t in threads]
+print(f"ok: 20 malformed/oversized requests, 160 concurrent scrapes, {len(errors)} failures")
+sys.exit(1 if errors else 0)
+PY
+
 # Prometheus sees both ranks.
 for _ in $(seq 60); do
   n=$(query 'count(wgtrain_steps_total{run_id="e2e"})' | $py -c 'import json,sys; r=json.load(sys.stdin); print(r[0]["value"][1] if r else 0)')
