@@ -211,6 +211,7 @@ int run_training(const CliOptions& options, const DistContext& dist) {
       return 2;
     }
   }
+  int64_t planned_peak = 0;  // exported as wgtrain_planned_peak_bytes
   if (config.auto_plan.enabled) {
     std::string failure;
     try {
@@ -222,6 +223,7 @@ int run_training(const CliOptions& options, const DistContext& dist) {
                    a.added_seconds * 1e3, rules.empty() ? "" : "; per-node rules " + rules + " keep their sections",
                    a.plan.table());
       plan = a.plan;
+      planned_peak = a.predicted_peak_bytes;
     } catch (const std::invalid_argument& e) {
       failure = e.what();
     }
@@ -261,6 +263,7 @@ int run_training(const CliOptions& options, const DistContext& dist) {
       dist, device.str(), memory_snapshot(device.str()).capacity_bytes, config.train_log_freq.metrics,
       [&]() -> const CheckpointPlan& { return trainer->plan(); },
       [&](const std::vector<RankWindow>& w) { if (telemetry) telemetry->on_windows(w); });
+  coordinator.set_planned_peak(planned_peak);
   std::vector<std::unique_ptr<MetricsSink>> sinks;
   if (lead) {
     sinks.push_back(std::make_unique<LogSink>(config.train_log_freq.terminal));
