@@ -35,6 +35,7 @@ size_t dtype_size(DType d) {
     case DType::F32: return 4;
     case DType::F16: case DType::BF16: return 2;
     case DType::F64: case DType::I64: return 8;
+    case DType::U8: return 1;
   }
   return 0;
 }
@@ -46,14 +47,15 @@ const char* dtype_name(DType d) {
     case DType::BF16: return "BF16";
     case DType::F64: return "F64";
     case DType::I64: return "I64";
+    case DType::U8: return "U8";
   }
   return "?";
 }
 
 DType dtype_from_name(const std::string& n) {
-  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64})
+  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::U8})
     if (n == dtype_name(d)) return d;
-  throw std::invalid_argument("unsupported dtype '" + n + "' (supported: F32, F16, BF16, F64, I64)");
+  throw std::invalid_argument("unsupported dtype '" + n + "' (supported: F32, F16, BF16, F64, I64, U8)");
 }
 
 int64_t TensorRecord::numel() const {

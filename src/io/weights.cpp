@@ -14,6 +14,7 @@ torch::ScalarType scalar_type(DType d) {
     case DType::BF16: return torch::kBFloat16;
     case DType::F64: return torch::kFloat64;
     case DType::I64: return torch::kInt64;
+    case DType::U8: return torch::kUInt8;
   }
   return torch::kFloat32;
 }
@@ -87,7 +88,9 @@ int load_weights(torch::nn::Module& module, const SafetensorsFile& file, const W
       continue;
     }
     const TensorRecord& r = *it->second;
-    if (r.dtype == DType::I64) problems.push_back("wrong dtype: " + r.name + " is I64, parameters are floating point");
+    if (r.dtype == DType::I64 || r.dtype == DType::U8)
+      problems.push_back(std::string("wrong dtype: ") + r.name + " is " + dtype_name(r.dtype) +
+                         ", parameters are floating point");
     if (torch::IntArrayRef(r.shape) != p.sizes())
       problems.push_back("wrong shape: " + r.name + " is " + shape_str(r.shape) + ", the model's " + m.model_prefix +
                          name + " is " + shape_str(p.sizes()));

@@ -20,6 +20,8 @@
 #include "wg/telemetry/coordinator.h"
 #include "wg/telemetry/job_telemetry.h"
 #include "wg/train/auto_plan.h"
+#include "wg/train/stop_request.h"
+#include "wg/train/train_checkpoint.h"
 #include "wg/train/cost_profiler.h"
 #include "wg/model/checkpoint_plan.h"
 #include "wg/train/trainer.h"
@@ -136,6 +138,8 @@ int run_training(const CliOptions& options, const DistContext& dist) {
   const bool multi = dist.size() > 1;
   const bool lead = dist.rank() == 0;
   setup_logging(options.log_level, multi ? dist.rank() : -1);
+  install_stop_handlers();  // USR1 / TERM: stop at the next step, save, exit 0
+  const auto started = std::chrono::steady_clock::now();
   install_counting_allocator();  // before any tensor exists
 
   // Every rank loads and checks the same files; rank 0 reports the problems.
@@ -271,9 +275,27 @@ int run_training(const CliOptions& options, const DistContext& dist) {
   }
   std::vector<MetricsSink*> sink_ptrs{&coordinator};
   for (auto& s : sinks) sink_ptrs.push_back(s.get());
+  Trainer::Control control;
+  try {
+    if (auto next = resume_latest(run_dir.string(), *trainer, dist)) {
+      control.first_step = *next;
+      if (telemetry) telemetry->registry().counter("wgtrain_restarts_total", "Times this run was resumed from a checkpoint.").with().inc();
+    }
+  } catch (const std::runtime_error& e) {
+    if (lead) spdlog::error("resume: {}", e.what());
+    return 2;
+  }
+  const double limit_s = config.time_limit_minutes * 60.0 - config.stop_margin_seconds;
+  control.stop = [&] {  // one small allreduce: every rank stops at the same step
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const bool local = stop_requested() || (config.time_limit_minutes > 0 && elapsed >= limit_s);
+    return dist.allreduce_max(local ? 1.0 : 0.0) > 0;
+  };
+  control.checkpoint_every = config.train_log_freq.checkpoint;
+  control.checkpoint = [&](int64_t next) { save_checkpoint(run_dir.string(), *trainer, next, dist, config.checkpoint_keep); };
   RunSummary summary;
   try {
-    summary = trainer->train(sink_ptrs);
+    summary = trainer->train(sink_ptrs, control);
   } catch (const NonFiniteLossError& e) {  // all ranks agreed on it
     if (lead) spdlog::error("{}", e.what());
     if (telemetry) telemetry->finish("failed", 0);
@@ -283,8 +305,12 @@ int run_training(const CliOptions& options, const DistContext& dist) {
     save_weights(*trainer->model(), (run_dir / "weights.safetensors").string());
     spdlog::info("weights written to {}", (run_dir / "weights.safetensors").string());
   }
+  if (summary.stopped_early && lead)
+    spdlog::info("stopped at step {} ({}); the checkpoint is saved: run again with run_id {} to continue",
+                 summary.next_step, stop_requested() ? "signal " + std::to_string(stop_signal()) : "time limit",
+                 config.run_id);
   if (telemetry) {
-    telemetry->finish("completed", summary.steps);
+    telemetry->finish(summary.stopped_early ? "stopped" : "completed", summary.next_step);
     write_text(run_dir / "metrics.prom", telemetry->exposition());  // the final state, the push's outcome included
   }
   return 0;

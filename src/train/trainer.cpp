@@ -204,18 +204,19 @@ int64_t Trainer::steady_base_bytes() const {
   return memory_snapshot(device_name_).current_bytes + grads_missing + moments_missing;
 }
 
-RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks) {
+RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control& control) {
   RunSummary s;
   const auto t0 = Clock::now();
   int64_t samples = 0;
   bool have_first = false;
-  for (int64_t k = 0; k < total_steps(); ++k) {
+  int64_t k = control.first_step;
+  for (; k < total_steps(); ++k) {
     StepMetrics m = step(k);
     samples += config_.batch_size_per_gpu;
     s.skipped_steps += m.skipped;
     s.oom_retries += m.oom_retries;
     s.peak_bytes = std::max(s.peak_bytes, m.peak_bytes);
-    if (k > 0) s.steady_peak_bytes = std::max(s.steady_peak_bytes, m.peak_bytes);
+    if (k > control.first_step) s.steady_peak_bytes = std::max(s.steady_peak_bytes, m.peak_bytes);
     const bool logged = (k + 1) % config_.train_log_freq.terminal == 0 || k + 1 == total_steps();
     if (logged && !m.skipped) {
       if (!have_first) s.first_loss = m.loss;
@@ -223,8 +224,19 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks) {
       s.last_loss = m.loss;
     }
     for (MetricsSink* sink : sinks) sink->on_step(m);
-    s.steps = k + 1;
+    ++s.steps;
+    if (k + 1 < total_steps() && control.stop && control.stop()) {
+      s.stopped_early = true;
+      ++k;
+      break;
+    }
+    if (control.checkpoint && control.checkpoint_every > 0 && (k + 1) % control.checkpoint_every == 0 &&
+        k + 1 < total_steps())
+      control.checkpoint(k + 1);
   }
+  s.next_step = std::min(k, total_steps());
+  // Stopping early, or done (a rerun then finds nothing left to do).
+  if (control.checkpoint && s.steps > 0) control.checkpoint(s.next_step);
   s.seconds = seconds_since(t0);
   s.mean_samples_per_second = s.seconds > 0 ? double(samples) / s.seconds : 0;
   s.planned_peak_bytes = planned_peak_bytes_;

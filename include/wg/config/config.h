@@ -212,6 +212,11 @@ struct Config {
 
   TelemetryConfig telemetry;
 
+  // stopping and resuming (training checkpoints every train_log_freq.checkpoint steps)
+  double time_limit_minutes = 0;   // 0: none; else stop, save and exit 0 before it runs out
+  double stop_margin_seconds = 60; // how long before the limit to stop
+  int checkpoint_keep = 3;         // training checkpoints kept in run_dir/checkpoints
+
   // execution
   std::string device = "auto";  // auto | cpu | cuda
   int num_threads = 0;          // 0: cores of the node / ranks on the node

@@ -17,11 +17,11 @@
 
 namespace wg {
 
-enum class DType { F32, F16, BF16, F64, I64 };
+enum class DType { F32, F16, BF16, F64, I64, U8 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
-// Throws std::invalid_argument for names other than F32 F16 BF16 F64 I64.
+// Throws std::invalid_argument for names other than F32 F16 BF16 F64 I64 U8.
 DType dtype_from_name(const std::string& name);
 
 struct TensorRecord {

@@ -27,7 +27,9 @@ struct StepMetrics {
 };
 
 struct RunSummary {
-  int64_t steps = 0;
+  int64_t steps = 0;        // steps this process ran
+  int64_t next_step = 0;    // where a resumed run would continue
+  bool stopped_early = false;
   int64_t skipped_steps = 0;
   double seconds = 0;
   double first_loss = 0;  // first logged loss

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -78,8 +79,16 @@ class Trainer {
   }
   int oom_events() const { return oom_events_; }
 
-  // All steps; throws NonFiniteLossError per nan_policy.
-  RunSummary train(const std::vector<MetricsSink*>& sinks);
+  // When to stop early and what to do at checkpoints; all optional.
+  struct Control {
+    int64_t first_step = 0;                       // resume here
+    std::function<bool()> stop;                   // asked after every step; must agree across ranks
+    int checkpoint_every = 0;                     // 0: no periodic checkpoints
+    std::function<void(int64_t next_step)> checkpoint;  // also called when stopping early
+  };
+  // The steps from control.first_step on; throws NonFiniteLossError per nan_policy.
+  RunSummary train(const std::vector<MetricsSink*>& sinks, const Control& control);
+  RunSummary train(const std::vector<MetricsSink*>& sinks) { return train(sinks, Control{}); }
 
   int rank() const { return rank_; }
   int world() const { return world_; }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Stop and exact resume with 2 ranks: run A trains uninterrupted; run B gets
+# SIGUSR1 mid-run, stops at a step all ranks agree on, saves and exits 0;
+# run again, B resumes from its checkpoint and finishes. B's loss curve, the
+# two parts concatenated, equals A's exactly. A third start of B finds
+# nothing left to do; a corrupt newest checkpoint is skipped; a run whose
+# checkpoints are all corrupt stops with an error instead of starting over.
+#   tests/train/resume_test.sh WGTRAIN
+set -euo pipefail
+wgtrain=$1
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "---- $f"; tail -n 15 "$f"; done; exit 1; }
+train() {  # run_id, log
+  mpirun -np 2 --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu_tiny.yml" \
+    --set run_root="$tmp/runs" --set run_id="$1" --set num_mini_epochs=100 --set embed_dropout_rate=0.1 \
+    --set train_log_freq.metrics=1 --set train_log_freq.terminal=100 --set train_log_freq.checkpoint=100 \
+    --set telemetry.enabled=false > "$tmp/$2.log" 2>&1
+}
+curve() { /usr/bin/python3 -c 'import json,sys; [print(r["step"], r["loss"]) for r in map(json.loads, open(sys.argv[1]))]' "$1"; }
+
+train A a || fail "uninterrupted run"
+train B b1 &
+pid=$!
+sleep 2.5
+pkill -USR1 -f "run_id=B" || true
+wait $pid || fail "stopped run exited non-zero"
+grep -q "stopped at step" "$tmp/b1.log" || fail "run B was not stopped (finished too early?)"
+stop=$(grep -oE "stopped at step [0-9]+" "$tmp/b1.log" | grep -oE "[0-9]+$")
+echo "ok: run B stopped at step $stop, exit 0"
+[[ -d "$tmp/runs/B/checkpoints/$(printf 'step_%010d' "$stop")" ]] || fail "no checkpoint for step $stop"
+train B b2 || fail "resumed run"
+grep -q "resuming from .* at step $stop" "$tmp/b2.log" || fail "run B did not resume at step $stop"
+diff <(curve "$tmp/runs/A/metrics.jsonl") <(curve "$tmp/runs/B/metrics.jsonl") > "$tmp/diff.log" ||
+  fail "resumed loss curve differs from the uninterrupted one: $(head -5 "$tmp/diff.log")"
+echo "ok: loss curve of the stopped and resumed run equals the uninterrupted run's ($(wc -l < "$tmp/runs/A/metrics.jsonl") steps)"
+
+train B b3 || fail "third start"
+grep -q "summary: 0 steps" "$tmp/b3.log" || fail "a finished run trained again"
+echo "ok: a finished run has nothing left to do"
+
+# A corrupt newest checkpoint is skipped with a warning; an all-corrupt set is an error.
+newest=$(ls -d "$tmp"/runs/B/checkpoints/step_* | sort | tail -1)
+head -c 100 "$newest/state.safetensors" > "$tmp/cut" && mv "$tmp/cut" "$newest/state.safetensors"
+train B b4 || fail "run with a corrupt newest checkpoint"
+grep -q "skipping checkpoint $newest" "$tmp/b4.log" || fail "corrupt checkpoint not skipped"
+echo "ok: corrupt newest checkpoint skipped"
+for d in "$tmp"/runs/B/checkpoints/step_*; do echo garbage > "$d/state.safetensors"; done
+if train B b5; then fail "all checkpoints corrupt, yet the run started"; fi
+grep -q "none loads; refusing to train from scratch" "$tmp/b5.log" || fail "no clear error for all-corrupt checkpoints"
+echo "ok: all checkpoints corrupt: clear error, no training from scratch"
+echo "resume_test: all checks passed"
