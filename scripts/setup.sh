@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev
   python3-torch python3-numpy python3-yaml python3-matplotlib
   libcivetweb-dev prometheus prometheus-pushgateway
+  slurm-wlm munge
 )
 
 missing=()

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Site settings: default (any cluster without its own file; also the test cluster).
 # Sourced by hpc/launch.sh. Every variable is optional.
 WG_TIME_CAP=${WG_TIME_CAP:-1440}      # longest --time in minutes this site accepts

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Site settings: JUWELS Booster (JSC), 4x A100 40 GB per node, InfiniBand HDR200.
 # Sourced by hpc/launch.sh; override any value through the environment.
 WG_TIME_CAP=${WG_TIME_CAP:-1440}          # booster partition: 24 h

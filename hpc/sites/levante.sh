@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Site settings: Levante GPU partition (DKRZ), 4x A100 per node.
 # Sourced by hpc/launch.sh; override any value through the environment.
 WG_TIME_CAP=${WG_TIME_CAP:-720}           # gpu partition: 12 h

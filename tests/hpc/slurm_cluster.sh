@@ -24,7 +24,7 @@ stop_cluster() {
     if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
       kill -TERM "$pid" 2>/dev/null || true
       for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+      if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
     fi
     rm -f "$dir/$pidfile"
   done
@@ -51,6 +51,8 @@ start_cluster() {
   chown munge:munge "$dir/munge"
   chmod 0755 "$dir/munge"
   local sock=$dir/munge/munge.socket.2
+  setpriv --reuid=munge --regid=munge --init-groups test -w "$dir/munge" ||
+    die "the munge user cannot reach $dir/munge: make its parent folders traversable (chmod o+x)"
 
   setpriv --reuid=munge --regid=munge --init-groups \
     munged -F --socket="$sock" --pid-file="$dir/munge/munged.pid" \
@@ -80,7 +82,7 @@ SlurmctldPort=${ctl_port}
 SlurmdPort=${d_port}
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=${sock}
+AuthInfo=socket=${sock},cred_expire=10
 StateSaveLocation=${dir}/state
 SlurmdSpoolDir=${dir}/spool
 SlurmctldPidFile=${dir}/slurmctld.pid
@@ -99,6 +101,7 @@ MpiDefault=pmix
 EnforcePartLimits=ALL
 ReturnToService=2
 SchedulerParameters=sched_interval=1
+# cred_expire (AuthInfo) is also how long a requeued job waits before it may start again (default 120 s).
 MinJobAge=300
 KillWait=5
 JobRequeue=1

@@ -41,6 +41,28 @@ train B b3 || fail "third start"
 grep -q "summary: 0 steps" "$tmp/b3.log" || fail "a finished run trained again"
 echo "ok: a finished run has nothing left to do"
 
+# kill -9 while checkpoints are being written (one every step, so the kill
+# most likely lands in a write): the checkpoints left load, and the run
+# resumes to the same curve.
+mpirun -np 2 --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu_tiny.yml" \
+    --set run_root="$tmp/runs" --set run_id=C --set num_mini_epochs=100 --set embed_dropout_rate=0.1 \
+    --set train_log_freq.metrics=1 --set train_log_freq.terminal=100 --set train_log_freq.checkpoint=1 \
+    --set telemetry.enabled=false > "$tmp/c1.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [[ $(find "$tmp/runs/C/checkpoints" -maxdepth 1 -name 'step_*' 2>/dev/null | wc -l) -ge 2 ]] && break; sleep 0.1; done
+sleep 0.7
+pkill -9 -f "run_id=C" || true
+wait $pid && fail "the killed run exited 0"
+partial=$(find "$tmp/runs/C/checkpoints" -maxdepth 1 -name '*.tmp' | wc -l)
+train C c2 || fail "resume after kill -9"
+grep -q "resuming from .* at step" "$tmp/c2.log" || fail "no resume after kill -9"
+# the killed run's last metrics lines may be past its last checkpoint: compare the resumed part
+resumed_at=$(grep -oE "resuming from .* at step [0-9]+" "$tmp/c2.log" | grep -oE "[0-9]+$")
+diff <(curve "$tmp/runs/A/metrics.jsonl" | awk -v s="$resumed_at" '$1 >= s') \
+     <(curve "$tmp/runs/C/metrics.jsonl" | awk -v s="$resumed_at" '$1 >= s' | tail -n $((1000 - resumed_at))) > "$tmp/diffc.log" ||
+  fail "curve after resuming from a kill -9 differs: $(head -3 "$tmp/diffc.log")"
+echo "ok: kill -9 during checkpointing ($partial partial checkpoint dir(s) left): resumed at step $resumed_at to the same curve"
+
 # A corrupt newest checkpoint is skipped with a warning; an all-corrupt set is an error.
 newest=$(ls -d "$tmp"/runs/B/checkpoints/step_* | sort | tail -1)
 head -c 100 "$newest/state.safetensors" > "$tmp/cut" && mv "$tmp/cut" "$newest/state.safetensors"
