@@ -2,7 +2,8 @@
 # End to end test of hpc/launch.sh on a real one-node Slurm cluster that this
 # test starts (tests/hpc/slurm_cluster.sh) and stops again.
 #   tests/hpc/launch_test.sh WGTRAIN_DIR      # the folder that holds wgtrain
-# a) sbatch --wait -n 2 hpc/launch.sh ...: exit 0, both ranks trained
+# a) sbatch --wait -n 2 hpc/launch.sh ...: exit 0, both ranks trained, and
+#    the metrics of both ranks reached this test's Prometheus (file_sd)
 # b) --requeue, then scancel --batch --signal=USR1: checkpoint, requeue, the
 #    second run resumes at the saved step; its loss curve (both parts) equals
 #    an uninterrupted run's
@@ -20,7 +21,12 @@ cfg=$src/config/cpu_tiny.yml
 
 tmp="$(mktemp -d)"
 chmod 0755 "$tmp"   # the munge user must reach the cluster's socket folder
-cleanup() { "$src/tests/hpc/slurm_cluster.sh" stop "$tmp/cluster" || true; rm -rf "$tmp"; }
+prom_pid=""
+cleanup() {
+  [[ -n $prom_pid ]] && { kill "$prom_pid" 2>/dev/null || true; wait "$prom_pid" 2>/dev/null || true; }
+  "$src/tests/hpc/slurm_cluster.sh" stop "$tmp/cluster" || true
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 fail() {
   echo "FAIL: $*"
@@ -35,10 +41,19 @@ cd "$tmp"
 common=(--set run_root="$tmp/runs" --set telemetry.enabled=false)
 job_field() { timeout 10 scontrol show job "$1" 2>/dev/null | grep -oE "$2=[^ ]*" | head -n 1 | cut -d= -f2; }
 
-# ---- a) a 2-rank job through sbatch --wait ----
+# ---- a) a 2-rank job through sbatch --wait, watched by a real Prometheus ----
+py=/usr/bin/python3
+mkdir -p "$tmp/file_sd" "$tmp/prom"
+prom_port=$($py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+sed -e "s|@FILE_SD_DIR@|$tmp/file_sd|g" -e "s|@RULES@|$src/monitoring/alerts.yml|g" \
+    "$src/monitoring/prometheus.test.yml.tmpl" > "$tmp/prometheus.yml"
+prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/prom" \
+    --web.listen-address="127.0.0.1:$prom_port" > "$tmp/prometheus.err" 2>&1 &
+prom_pid=$!
 rc=0
-timeout 120 sbatch --wait -n 2 --overcommit -o "$tmp/a.log" "$launch" --time 5 --config "$cfg" \
-  "${common[@]}" >"$tmp/a.out" 2>&1 || rc=$?
+timeout 180 sbatch --wait -n 2 --overcommit -o "$tmp/a.log" "$launch" --time 5 --config "$cfg" \
+  --set run_root="$tmp/runs" --set num_mini_epochs=250 --set telemetry.address=127.0.0.1 \
+  --set telemetry.file_sd_dir="$tmp/file_sd" >"$tmp/a.out" 2>&1 || rc=$?
 ((rc == 0)) || fail "a) sbatch --wait exited $rc: $(cat "$tmp/a.out")"
 grep -q "2 rank(s)" "$tmp/a.log" || fail "a) the trainer did not run with 2 ranks"
 grep -q "summary:" "$tmp/a.log" || fail "a) no summary line"
@@ -46,7 +61,16 @@ ja=$(grep -oE "[0-9]+$" "$tmp/a.out" | head -n 1)
 grep -q "launch.sh \[job $ja run slurm-$ja\]" "$tmp/a.log" || fail "a) job id / run id missing from the launcher's log lines"
 grep -q "time limit lowered .* to 5 min" "$tmp/a.log" || fail "a) the job's time limit was not lowered to --time"
 [[ -f $tmp/runs/slurm-$ja/launch/cpu_tiny.yml && -f $tmp/runs/slurm-$ja/config.yml ]] || fail "a) no config snapshot in the run folder"
-echo "ok: a) 2-rank job $ja ran through sbatch --wait, exit 0, run slurm-$ja, config snapshot written"
+ranks=$($py - "$prom_port" "$ja" <<'PY'
+import json, sys, urllib.parse, urllib.request
+q = f'count(count_over_time(wgtrain_steps_total{{slurm_job_id="{sys.argv[2]}"}}[10m]))'
+url = f"http://127.0.0.1:{sys.argv[1]}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+r = json.load(urllib.request.urlopen(url, timeout=5))["data"]["result"]
+print(r[0]["value"][1] if r else 0)
+PY
+) || ranks=0
+[[ $ranks == 2 ]] || fail "a) Prometheus did not get both ranks' metrics of job $ja (found $ranks)"
+echo "ok: a) 2-rank job $ja ran through sbatch --wait, exit 0, run slurm-$ja, config snapshot written, both ranks' metrics in Prometheus"
 
 # ---- b) stop on USR1, requeue, resume; the loss curve equals an uninterrupted run's ----
 long=(--config "$cfg" "${common[@]}" --set num_mini_epochs=150 --set train_log_freq.metrics=1
