@@ -7,16 +7,6 @@
 
 namespace wg {
 
-const char* checkpoint_mode_name(CheckpointMode mode) {
-  switch (mode) {
-    case CheckpointMode::None: return "none";
-    case CheckpointMode::Full: return "full";
-    case CheckpointMode::Selective: return "selective";
-    case CheckpointMode::EveryN: return "every_n";
-  }
-  return "?";
-}
-
 SectionPieces resolve_section(const SectionCheckpointConfig& section, int num_blocks,
                               const std::string& section_name) {
   SectionPieces out;

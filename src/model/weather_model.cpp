@@ -62,10 +62,6 @@ WeatherModelImpl::WeatherModelImpl(const Config& c) : streams_(c.streams), dim_l
   latent_engine = register_module("latent_engine", LatentEngine(lo));
 }
 
-StreamEmbedTransformer WeatherModelImpl::embed_for(const std::string& stream) const {
-  return StreamEmbedTransformer(std::dynamic_pointer_cast<StreamEmbedTransformerImpl>(embeds_->operator[](stream)));
-}
-
 void WeatherModelImpl::set_plan(const CheckpointPlan& plan) {
   for (const auto& s : streams_) {
     embeds_->at<StreamEmbedTransformerImpl>(s.name).set_plan(plan.embed_for(s.name));

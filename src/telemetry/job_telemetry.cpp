@@ -45,8 +45,8 @@ JobTelemetry::JobTelemetry(const TelemetryConfig& config, const RunIdentity& run
       .set(1);
   registry_.gauge("wgtrain_ranks", "Number of ranks in the job.").with().set(run.ranks);
   registry_.counter("wgtrain_restarts_total", "Times this run was resumed from a checkpoint.").with();
-  auto& failures = registry_.counter("wgtrain_telemetry_failures_total", "Telemetry failures; training goes on.");
-  for (const char* kind : {"file_sd", "pushgateway", "http"}) failures.with({{"kind", kind}});
+  failures_ = &registry_.counter("wgtrain_telemetry_failures_total", "Telemetry failures; training goes on.");
+  for (const char* kind : {"file_sd", "pushgateway", "http"}) failures_->with({{"kind", kind}});
 }
 
 JobTelemetry::~JobTelemetry() {
@@ -54,9 +54,7 @@ JobTelemetry::~JobTelemetry() {
 }
 
 void JobTelemetry::failure(const std::string& kind, const std::string& what) {
-  registry_.counter("wgtrain_telemetry_failures_total", "Telemetry failures; training goes on.")
-      .with({{"kind", kind}})
-      .inc();
+  failures_->with({{"kind", kind}}).inc();
   spdlog::warn("telemetry ({}): {}; training goes on", kind, what);
 }
 

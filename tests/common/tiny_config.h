@@ -48,4 +48,13 @@ inline Config tiny_config() {
   return c;
 }
 
+// Dropout off everywhere (the embed's final dropout too): runs that must
+// match another run step for step.
+inline Config without_dropout(Config c) {
+  c.embed_dropout_rate = 0.0;
+  c.embed_dropout_final_rate = 0.0;
+  c.ae_global_dropout_rate = 0.0;
+  return c;
+}
+
 }  // namespace wg::testing

@@ -16,10 +16,7 @@ namespace {
 
 
 Config dp_config() {
-  Config c = wg::testing::tiny_config();
-  c.embed_dropout_rate = 0.0;
-  c.embed_dropout_final_rate = 0.0;
-  c.ae_global_dropout_rate = 0.0;
+  Config c = wg::testing::without_dropout(wg::testing::tiny_config());
   c.masking_rate_sampling = false;  // same masked count per sample: per-rank means average to the global mean
   c.samples_per_mini_epoch = 32;
   c.ddp_bucket_mb = 0.01;  // several buckets even for the tiny model

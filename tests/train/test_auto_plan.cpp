@@ -16,10 +16,7 @@ namespace wg {
 namespace {
 
 Config planner_config() {
-  Config c = wg::testing::tiny_config();
-  c.embed_dropout_rate = 0.0;
-  c.embed_dropout_final_rate = 0.0;
-  c.ae_global_dropout_rate = 0.0;
+  Config c = wg::testing::without_dropout(wg::testing::tiny_config());
   c.batch_size_per_gpu = 4;
   c.samples_per_mini_epoch = 64;
   for (auto& s : c.streams) {

@@ -33,8 +33,6 @@ class Dataset {
   // rate below it, i.e. about the 99th percentile of visible tokens.
   double planning_masking_rate() const;
 
-  const std::vector<SyntheticStream>& sources() const { return sources_; }
-
  private:
   std::vector<StreamConfig> streams_;
   std::vector<SyntheticStream> sources_;

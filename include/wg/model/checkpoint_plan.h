@@ -71,6 +71,4 @@ struct SectionPieces {
 SectionPieces resolve_section(const SectionCheckpointConfig& section, int num_blocks,
                               const std::string& section_name);
 
-const char* checkpoint_mode_name(CheckpointMode mode);
-
 }  // namespace wg

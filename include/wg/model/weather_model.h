@@ -64,9 +64,6 @@ class WeatherModelImpl : public torch::nn::Module {
   // Predictions for the masked tokens of each stream: [Nm, token_size, C].
   std::vector<torch::Tensor> forward(const ModelInput& input);
 
-  // Section modules, for tests and benchmarks that run one section alone.
-  StreamEmbedTransformer embed_for(const std::string& stream) const;
-
  private:
   std::vector<StreamConfig> streams_;
   torch::nn::ModuleDict embeds_{nullptr};

@@ -52,6 +52,7 @@ class JobTelemetry {
   RunIdentity run_;
   std::vector<std::string> plan_keys_;
   telemetry::Registry registry_;
+  telemetry::Family<telemetry::Counter>* failures_ = nullptr;  // owned by registry_
   std::unique_ptr<telemetry::HttpExporter> exporter_;
   std::unique_ptr<telemetry::FileSdTarget> file_sd_;
   int64_t last_step_ = 0;
