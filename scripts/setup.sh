@@ -8,8 +8,9 @@ PACKAGES=(
   libtorch-dev libopenblas0-pthread
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
-  libgtest-dev
+  libgtest-dev libblosc-dev
   python3-torch python3-numpy python3-yaml python3-matplotlib
+  python3-zarr python3-numcodecs
   libcivetweb-dev prometheus prometheus-pushgateway
   slurm-wlm munge
 )
