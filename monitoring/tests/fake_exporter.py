@@ -85,6 +85,7 @@ class State:
                 out.append("wgtrain_step_duration_seconds_sum%s %f" % (lbl(r), 0.2 * step))
                 out.append("wgtrain_step_duration_seconds_count%s %d" % (lbl(r), step))
             per_rank("wgtrain_data_wait_seconds", "gauge", "data wait", lambda r: 0.001)
+            per_rank("wgtrain_data_wait_ratio", "gauge", "data wait ratio", lambda r: 0.005)
             per_rank("wgtrain_memory_peak_allocated_bytes", "gauge", "alloc peak", lambda r: 2e9 + 1e8 * r)
             per_rank("wgtrain_memory_peak_reserved_bytes", "gauge", "reserved peak", lambda r: 2e9 + 1e8 * r)
             per_rank("wgtrain_device_memory_capacity_bytes", "gauge", "capacity", lambda r: 64e9)
@@ -117,6 +118,7 @@ class State:
             per_rank("wgtrain_nonfinite_losses_total", "counter", "non-finite", lambda r: 0)
             per_rank("wgtrain_skipped_steps_total", "counter", "skipped", lambda r: 0)
             per_rank("wgtrain_oom_retries_total", "counter", "oom retries", lambda r: 0)
+            per_rank("wgtrain_data_skipped_samples_total", "counter", "unreadable samples", lambda r: 0)
             # no wgtrain_telemetry_failures_total series: none failed yet
             fam("wgtrain_telemetry_failures_total", "counter", "telemetry failures")
             return ("\n".join(out) + "\n").encode()

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "wg/config/loader.h"
+#include "wg/util/dates.h"
 
 namespace wg::cfg {
 
@@ -216,10 +217,19 @@ Error loss_fcts(const YAML::Node& n, Config& c) {
 }
 
 Error stream_type(const YAML::Node& n, StreamConfig& s) {
-  if (n.IsScalar() && n.Scalar() == "synthetic") return s.type = "synthetic", std::nullopt;
-  if (n.IsScalar() && n.Scalar() == "anemoi")
-    return std::string("is 'anemoi', but anemoi Zarr streams are not supported yet; use type: synthetic");
-  return "must be 'synthetic' (anemoi Zarr streams are not supported yet), " + got(n);
+  if (n.IsScalar() && (n.Scalar() == "synthetic" || n.Scalar() == "anemoi")) return s.type = n.Scalar(), std::nullopt;
+  return "must be one of synthetic|anemoi, " + got(n);
+}
+
+// WeatherGenerator's date form, YYYYMMDDHHMM (UTC).
+template <class Get>
+Rule<Config> date(std::string key, Get get) {
+  return {std::move(key), [get](const YAML::Node& n, Config& c) -> Error {
+            const auto v = n.IsScalar() ? parse_yyyymmddhhmm(n.Scalar()) : std::nullopt;
+            if (!v) return "must be a date written YYYYMMDDHHMM (e.g. 197901010000), " + got(n);
+            get(c) = *v;
+            return std::nullopt;
+          }};
 }
 
 Error stream_masking_rate(const YAML::Node& n, StreamConfig& s) {
@@ -258,6 +268,15 @@ const std::vector<Rule<Config>>& config_rules() {
       boolean<Config>("masking_rate_sampling", AT(masking_rate_sampling)),
       integer<Config>("num_mini_epochs", AT(num_mini_epochs), at_least(1)),
       integer<Config>("samples_per_mini_epoch", AT(samples_per_mini_epoch), at_least(1)),
+      text<Config>("data_path", AT(data_path), true),
+      date("start_date", AT(start_date)),
+      date("end_date", AT(end_date)),
+      date("start_date_val", AT(start_date_val)),
+      date("end_date_val", AT(end_date_val)),
+      integer<Config>("len_hrs", AT(len_hrs), at_least(1)),
+      integer<Config>("step_hrs", AT(step_hrs), at_least(1)),
+      integer<Config>("loader_num_workers", AT(loader_num_workers), at_least(0)),
+      integer<Config>("loader_prefetch", AT(loader_prefetch), at_least(1)),
       number<Config>("lr_start", AT(lr.lr_start), at_least(0)),
       number<Config>("lr_max", AT(lr.lr_max), at_least(0)),
       number<Config>("lr_final_decay", AT(lr.lr_final_decay), at_least(0)),
@@ -304,7 +323,9 @@ const std::vector<Rule<StreamConfig>>& stream_rules() {
   static const std::vector<Rule<S>> rules = {
       {"type", stream_type},
       string_list<S>("filenames", AT(filenames)),
+      string_list<S>("source", AT(source)),
       string_list<S>("source_exclude", AT(source_exclude)),
+      string_list<S>("target", AT(target)),
       string_list<S>("target_exclude", AT(target_exclude)),
       number<S>("loss_weight", AT(loss_weight), at_least(0), false),
       {"masking_rate", stream_masking_rate, false},
@@ -446,6 +467,13 @@ std::set<std::string> decode_config(const Tree& tree, Config& cfg, bool warn, Pr
                        ") must be divisible by ae_global_num_heads (" +
                        std::to_string(cfg.ae_global_num_heads) + ", set at " +
                        where(tree, "ae_global_num_heads") + ")");
+  if (!bad.count("start_date") && !bad.count("end_date") && cfg.end_date < cfg.start_date)
+    problems.push_back(where(tree, "end_date") + ": end_date (" + yyyymmddhhmm(cfg.end_date) +
+                       ") is before start_date (" + yyyymmddhhmm(cfg.start_date) + ", set at " +
+                       where(tree, "start_date") + ")");
+  if (!bad.count("start_date_val") && !bad.count("end_date_val") && cfg.end_date_val < cfg.start_date_val)
+    problems.push_back(where(tree, "end_date_val") + ": end_date_val (" + yyyymmddhhmm(cfg.end_date_val) +
+                       ") is before start_date_val (" + yyyymmddhhmm(cfg.start_date_val) + ")");
   decode_checkpointing(tree, cfg, warn, problems, bad);
   decode_node_rules(tree, cfg, problems, bad);
   return bad;
@@ -462,7 +490,7 @@ StreamConfig decode_stream(const std::string& name, const Origin& origin, const 
     const Leaf* leaf = settings.find(rule.key);
     const bool synthetic_key = rule.key.compare(0, 10, "synthetic.") == 0;
     if (!leaf) {
-      if (rule.required && !(synthetic_key && bad.count("type")))
+      if (rule.required && !(synthetic_key && (bad.count("type") || s.type != "synthetic")))
         problems.push_back(origin.str() + ": " + ctx + "lacks the required key '" + rule.key + "'");
       continue;
     }
@@ -471,6 +499,13 @@ StreamConfig decode_stream(const std::string& name, const Origin& origin, const 
       bad.insert(rule.key);
     }
   }
+  if (s.type == "anemoi" && !bad.count("filenames") && s.filenames.size() != 1)
+    problems.push_back(where(settings, "filenames") + ": " + ctx + "filenames must name exactly one anemoi Zarr store, got " +
+                       std::to_string(s.filenames.size()));
+  if (s.type == "anemoi" && s.tokenize_spacetime)
+    problems.push_back(where(settings, "tokenize_spacetime") + ": " + ctx +
+                       "tokenize_spacetime: true is not supported for anemoi streams (tokens group token_size "
+                       "neighbouring cells of one time step)");
   if (!bad.count("embed.dim_embed") && !bad.count("embed.num_heads") &&
       s.embed.dim_embed % s.embed.num_heads != 0)
     problems.push_back(where(settings, "embed.dim_embed") + ": " + ctx + "embed.dim_embed (" +

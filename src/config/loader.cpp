@@ -4,6 +4,7 @@
 #include "wg/config/loader.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -75,6 +76,19 @@ fs::path resolve_streams_dir(const Leaf* leaf, const std::string& value) {
   if (leaf && leaf->kind == SourceKind::File) base = fs::path(leaf->origin.source).parent_path();
   const fs::path p = fs::path(value).is_absolute() ? fs::path(value) : base / value;
   return fs::absolute(p).lexically_normal();
+}
+
+// data_path: relative to the file that set it (like streams_directory); when
+// empty, the environment variable WG_DATA_PATH (relative to the current
+// directory); still empty: relative filenames cannot be resolved, which the
+// data layer reports when a stream needs it.
+void resolve_data_path(const Tree& tree, Config& cfg) {
+  if (cfg.data_path.empty()) {
+    const char* env = std::getenv("WG_DATA_PATH");
+    if (env && *env) cfg.data_path = fs::absolute(env).lexically_normal().string();
+    return;
+  }
+  cfg.data_path = resolve_streams_dir(tree.find("data_path"), cfg.data_path).string();
 }
 
 void load_streams(const Tree& tree, Config& cfg, Problems& problems) {
@@ -163,6 +177,7 @@ Loaded load_all(const ConfigSources& sources, bool warn) {
 
   const auto bad = decode_config(out.tree, out.config, warn, problems);
   if (!bad.count("streams_directory")) load_streams(out.tree, out.config, problems);
+  if (!bad.count("data_path")) resolve_data_path(out.tree, out.config);
   check_with_streams(out.tree, out.config, bad, problems);
   if (!problems.empty()) throw ConfigError(std::move(problems));
   return out;
@@ -180,7 +195,9 @@ std::string stream_yaml(const StreamConfig& s) {
   out << YAML::BeginMap << YAML::Key << s.name << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "type" << YAML::Value << s.type;
   list("filenames", s.filenames);
+  list("source", s.source);
   list("source_exclude", s.source_exclude);
+  list("target", s.target);
   list("target_exclude", s.target_exclude);
   out << YAML::Key << "loss_weight" << YAML::Value << s.loss_weight;
   out << YAML::Key << "masking_rate" << YAML::Value << s.masking_rate;
@@ -214,7 +231,8 @@ std::string resolved_config_yaml(const ConfigSources& sources) {
     loaded.tree.set("streams_directory",
                     cfg::Leaf{YAML::Node(c.streams_directory), Origin{"the built-in value", 0},
                               cfg::SourceKind::File, "streams_directory"});
-  std::map<std::string, cfg::EmitOverride> overrides = {{"streams_directory", {c.streams_directory, " (resolved)"}}};
+  std::map<std::string, cfg::EmitOverride> overrides = {{"streams_directory", {c.streams_directory, " (resolved)"}},
+                                                         {"data_path", {c.data_path, " (resolved)"}}};
   // A section boolean the structured form overrides is left out (it has no effect).
   const auto& gc = c.gradient_checkpointing;
   if (gc.embed.set) overrides["embed_gradient_checkpoint_mode"].omit = true;

@@ -7,7 +7,7 @@ EmbedOptions embed_options(const Config& c, const StreamConfig& s) {
   EmbedOptions o;
   o.num_tokens = s.embed.num_tokens;
   o.token_size = s.token_size;
-  o.num_channels = s.synthetic.num_channels;
+  o.num_channels = s.num_channels();
   o.dim_embed = s.embed.dim_embed;
   o.dim_out = c.ae_local_dim_embed;
   o.num_blocks = s.embed.num_blocks;
@@ -44,7 +44,7 @@ WeatherModelImpl::WeatherModelImpl(const Config& c) : streams_(c.streams), dim_l
     embeds.emplace_back(s.name, StreamEmbedTransformer(embed_options(c, s)).ptr());
     const int head_in = s.embed.num_tokens * c.ae_global_dim_embed;
     heads.emplace_back(s.name, PredHead(head_in, c.pred_mlp_hidden_factor * c.ae_global_dim_embed,
-                                        s.token_size * s.synthetic.num_channels).ptr());
+                                        s.token_size * s.num_channels()).ptr());
   }
   auto embed_engine = register_module("embed_engine", std::make_shared<torch::nn::Module>());
   embeds_ = embed_engine->register_module("embeds", torch::nn::ModuleDict(embeds));

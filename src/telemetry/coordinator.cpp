@@ -42,6 +42,7 @@ void Coordinator::on_step(const StepMetrics& m) {
   window_.nonfinite_total += m.skipped ? 1 : 0;
   window_.skipped_total += m.skipped ? 1 : 0;
   window_.oom_retries_total += m.oom_retries;
+  window_.skipped_samples_total = m.skipped_samples;  // already a total
   window_.peak_allocated_bytes = std::max(window_.peak_allocated_bytes, m.peak_bytes);
   window_.peak_reserved_bytes = std::max(window_.peak_reserved_bytes, m.peak_bytes);
   if (window_.num_durations < RankWindow::kMaxDurations) window_.durations[window_.num_durations++] = m.step_seconds;
@@ -60,6 +61,7 @@ void Coordinator::gather_window() {
   window_.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0;
   window_.tokens_per_second = window_seconds_ > 0 ? window_tokens_ / window_seconds_ : 0;
   window_.data_wait_seconds = window_steps_ > 0 ? window_data_ / window_steps_ : 0;
+  window_.data_wait_ratio = window_seconds_ > 0 ? window_data_ / window_seconds_ : 0;
   const CheckpointPlan& plan = plan_();
   const auto keys = plan.keys();
   window_.num_pieces = int32_t(std::min<size_t>(keys.size(), RankWindow::kMaxPieces));

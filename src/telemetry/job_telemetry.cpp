@@ -95,8 +95,10 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
     r.gauge("wgtrain_tokens_per_second", "Rank token throughput over the last metrics window.").with(l).set(w.tokens_per_second);
     auto& hist = r.histogram("wgtrain_step_duration_seconds", "Step durations, data included.", kStepBuckets).with(l);
     for (int i = 0; i < w.num_durations; ++i) hist.observe(w.durations[i]);
-    r.gauge("wgtrain_data_wait_seconds", "Mean time per step spent producing the batch, last window.").with(l)
+    r.gauge("wgtrain_data_wait_seconds", "Mean time per step spent waiting for the batch, last window.").with(l)
         .set(w.data_wait_seconds);
+    r.gauge("wgtrain_data_wait_ratio", "Share of step time spent waiting for the batch, last window.").with(l)
+        .set(w.data_wait_ratio);
     r.gauge("wgtrain_memory_peak_allocated_bytes", "Allocator peak in the last window.").with(l).set(double(w.peak_allocated_bytes));
     r.gauge("wgtrain_memory_peak_reserved_bytes", "Reserved peak in the last window (CPU: = allocated).").with(l)
         .set(double(w.peak_reserved_bytes));
@@ -105,6 +107,9 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
     set_total(r.counter("wgtrain_skipped_steps_total", "Steps skipped (nan_policy skip).").with(l), double(w.skipped_total));
     set_total(r.counter("wgtrain_oom_retries_total", "Step attempts repeated after running out of memory.").with(l),
               double(w.oom_retries_total));
+    set_total(r.counter("wgtrain_data_skipped_samples_total", "Samples replaced because their data was unreadable.")
+                  .with(l),
+              double(w.skipped_samples_total));
     const Labels rn = {{"rank", std::to_string(w.rank)}, {"node", w.hostname()}};
     r.gauge("wgtrain_planned_peak_bytes", "The automatic planner's predicted step peak (0: manual plan).").with(rn)
         .set(double(w.planned_peak_bytes));

@@ -21,6 +21,10 @@ ModelInput to_model_input(const Batch& batch, const torch::Device& device) {
     for (size_t i = 0; i < sb.masked.size(); ++i) (sb.masked[i] ? msk : vis).push_back(int64_t(i));
     si.visible = torch::tensor(vis, torch::kInt64).to(device);
     si.masked = torch::tensor(msk, torch::kInt64).to(device);
+    if (!sb.valid.empty())
+      si.valid = torch::from_blob(const_cast<uint8_t*>(sb.valid.data()),
+                                  {sb.num_samples, sb.tokens, sb.token_size, sb.channels}, torch::kUInt8)
+                     .to(device, torch::kFloat32);
     in.streams.push_back(std::move(si));
   }
   return in;
@@ -31,6 +35,19 @@ std::vector<torch::Tensor> masked_targets(const ModelInput& input) {
   for (const StreamInput& si : input.streams) {
     const int64_t BT = si.values.size(0) * si.values.size(1);
     out.push_back(si.values.reshape({BT, si.values.size(2), si.values.size(3)}).index_select(0, si.masked));
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> masked_valid(const ModelInput& input) {
+  std::vector<torch::Tensor> out;
+  for (const StreamInput& si : input.streams) {
+    if (!si.valid.defined()) {
+      out.emplace_back();
+      continue;
+    }
+    const int64_t BT = si.valid.size(0) * si.valid.size(1);
+    out.push_back(si.valid.reshape({BT, si.valid.size(2), si.valid.size(3)}).index_select(0, si.masked));
   }
   return out;
 }

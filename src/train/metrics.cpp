@@ -37,10 +37,10 @@ std::string to_json(const StepMetrics& m) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "{\"step\":%lld,\"loss\":%.8g,\"lr\":%.8g,\"grad_norm\":%.8g,\"step_seconds\":%.6g,"
-                "\"data_seconds\":%.6g,\"samples_per_second\":%.6g,\"tokens_per_second\":%.6g,"
+                "\"data_seconds\":%.6g,\"skipped_samples\":%lld,\"samples_per_second\":%.6g,\"tokens_per_second\":%.6g,"
                 "\"peak_bytes\":%lld,\"activation_bytes\":%lld,\"skipped\":%s,\"oom_retries\":%d}",
                 (long long)m.step, m.loss, m.lr, m.grad_norm, m.step_seconds, m.data_seconds,
-                m.samples_per_second, m.tokens_per_second, (long long)m.peak_bytes,
+                (long long)m.skipped_samples, m.samples_per_second, m.tokens_per_second, (long long)m.peak_bytes,
                 (long long)m.activation_bytes, m.skipped ? "true" : "false", m.oom_retries);
   return buf;
 }

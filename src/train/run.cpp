@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "wg/data/anemoi.h"
 #include "wg/dist/communicator.h"
 #include "wg/dist/devices.h"
 #include "wg/dist/node_rules.h"
@@ -37,6 +38,7 @@ std::string usage() {
   return "usage: wgtrain [--config FILE]... [--set KEY=VALUE]... [--log-level LEVEL] [--print-plan]\n"
          "  --config FILE     overlay a YAML file on config/default_config.yml (repeatable, in order)\n"
          "  --set KEY=VALUE   override one key, dotted for nested keys (repeatable, applied last)\n"
+         "  --data-path DIR   root of relative anemoi filenames (beats data_path and $WG_DATA_PATH)\n"
          "  --log-level L     trace|debug|info|warn|error (default info)\n"
          "  --print-plan      print the resolved checkpoint plan and exit\n"
          "  --init-weights FILE          initialise the model from a safetensors file\n"
@@ -63,6 +65,8 @@ CliOptions parse_cli(const std::vector<std::string>& args) {
     else if (split("--config", v)) o.sources.files.push_back(v);
     else if (a == "--set") o.sources.overrides.push_back(value(a));
     else if (split("--set", v)) o.sources.overrides.push_back(v);
+    else if (a == "--data-path") o.sources.overrides.push_back("data_path=" + value(a));
+    else if (split("--data-path", v)) o.sources.overrides.push_back("data_path=" + v);
     else if (a == "--log-level") o.log_level = value(a);
     else if (split("--log-level", v)) o.log_level = v;
     else if (a == "--print-plan") o.print_plan = true;
@@ -154,6 +158,13 @@ int run_training(const CliOptions& options, const DistContext& dist) {
     return 2;
   }
 
+  try {  // the channels of anemoi streams come from their stores
+    resolve_anemoi_streams(config);
+  } catch (const DataError& e) {
+    if (lead) spdlog::error("data: {}", e.what());
+    return 2;
+  }
+
   NodeInfo node = dist.node();
   const torch::Device device = rank_device(config, node);
   node.device_memory_bytes = device.is_cuda() ? cuda_device_memory(device.index()) : memory_snapshot("cpu").capacity_bytes;
@@ -202,6 +213,9 @@ int run_training(const CliOptions& options, const DistContext& dist) {
     trainer = std::make_unique<Trainer>(config, plan, device, &dist, comm.get());
   } catch (const std::invalid_argument& e) {  // the same on every rank: a world size the config cannot use
     if (lead) spdlog::error("configuration: {}", e.what());
+    return 2;
+  } catch (const DataError& e) {  // the same on every rank: the period is outside the data, no window
+    if (lead) spdlog::error("data: {}", e.what());
     return 2;
   }
   if (!options.init_weights.empty()) {

@@ -16,6 +16,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// The config with every anemoi stream's channels read from its store.
+Config with_resolved_streams(Config config) {
+  resolve_anemoi_streams(config);
+  return config;
+}
+
 WeatherModel seeded_model(const Config& config, const torch::Device& device) {
   torch::manual_seed(config.seed);
   WeatherModel model(config);
@@ -27,14 +33,15 @@ WeatherModel seeded_model(const Config& config, const torch::Device& device) {
 
 Trainer::Trainer(const Config& config, const CheckpointPlan& plan, const torch::Device& device,
                  const DistContext* dist, Communicator* comm)
-    : config_(config),
+    : config_(with_resolved_streams(config)),
       dist_(dist),
       rank_(dist ? dist->rank() : 0),
       world_(dist ? dist->size() : 1),
       device_(device),
       device_name_(device.str()),
-      model_(seeded_model(config, device)),
-      dataset_(config, rank_, world_),
+      model_(seeded_model(config_, device)),
+      dataset_(config_, rank_, world_),
+      loader_(dataset_, config.loader_num_workers, config.loader_prefetch),
       loss_(config),
       schedule_(config.lr, dataset_.total_steps(), world_) {
   set_plan(plan);
@@ -51,12 +58,11 @@ Trainer::Trainer(const Config& config, const CheckpointPlan& plan, const torch::
 Trainer::~Trainer() = default;
 
 StepMetrics Trainer::step(int64_t step) {
-  const auto t0 = Clock::now();
-  Batch batch = dataset_.batch(step);
-  const double data_seconds = seconds_since(t0);
+  const Batch batch = loader_.next(step);
   StepMetrics m = step_on(batch, step);
-  m.data_seconds = data_seconds;
-  m.step_seconds += data_seconds;
+  m.data_seconds = loader_.last_wait_seconds();
+  m.skipped_samples = dataset_.skipped_samples();
+  m.step_seconds += m.data_seconds;
   m.samples_per_second = double(batch.sample_ids.size()) / m.step_seconds;
   m.tokens_per_second = double(token_count(batch)) / m.step_seconds;
   return m;
@@ -116,7 +122,7 @@ StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
     std::string oom_what;
     torch::Tensor loss;
     try {
-      loss = loss_(model_->forward(input), masked_targets(input));
+      loss = loss_(model_->forward(input), masked_targets(input), masked_valid(input));
       m.activation_bytes = memory_snapshot(device_name_).current_bytes - m.start_bytes;
       m.loss = loss.item<double>();
     } catch (const c10::OutOfMemoryError& e) {
@@ -181,7 +187,7 @@ int64_t Trainer::probe(const Batch& batch, PieceObserver* observer) {
   model_->set_observer(observer);
   try {
     ModelInput input = to_model_input(batch, device_);
-    torch::Tensor loss = loss_(model_->forward(input), masked_targets(input));
+    torch::Tensor loss = loss_(model_->forward(input), masked_targets(input), masked_valid(input));
     model_->set_observer(nullptr);
     loss.backward();  // GradSync is not begun: no exchange
   } catch (...) {

@@ -161,12 +161,49 @@ TEST_F(ConfigTest, EmptyStreamsDirectory) {
                                           "' contains no stream files (*.yml, *.yaml)");
 }
 
-TEST_F(ConfigTest, AnemoiStreamIsNotSupportedYet) {
-  const auto f = with_streams("a.yml", "", "ERA5:\n  type: anemoi\n  filenames: [era5.zarr]\n  token_size: 8\n"
-                                           "  embed: {net: transformer, num_tokens: 1, num_heads: 2, dim_embed: 16, num_blocks: 1}\n");
-  EXPECT_EQ(one_problem(files({f})), (dir / "streams/s.yml").string() +
-                                         ":2: stream 'ERA5': type is 'anemoi', but anemoi Zarr streams are not "
-                                         "supported yet; use type: synthetic");
+TEST_F(ConfigTest, AnemoiStreamNeedsExactlyOneStoreAndSpatialTokens) {
+  const std::string embed = "  embed: {net: transformer, num_tokens: 1, num_heads: 2, dim_embed: 16, num_blocks: 1}\n";
+  const auto f = with_streams("a.yml", "", "ERA5:\n  type: anemoi\n  filenames: [a.zarr, b.zarr]\n  token_size: 8\n"
+                                           "  tokenize_spacetime: true\n" + embed);
+  try {
+    load_config(files({f}));
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string s = (dir / "streams/s.yml").string();
+    ASSERT_EQ(e.problems().size(), 2u);
+    EXPECT_EQ(e.problems()[0], s + ":3: stream 'ERA5': filenames must name exactly one anemoi Zarr store, got 2");
+    EXPECT_EQ(e.problems()[1], s + ":5: stream 'ERA5': tokenize_spacetime: true is not supported for anemoi streams "
+                                   "(tokens group token_size neighbouring cells of one time step)");
+  }
+  // One store, no synthetic block: fine (the store itself is opened later, by the data layer).
+  const auto g = with_streams("b.yml", "", "ERA5:\n  type: anemoi\n  filenames: [a.zarr]\n  token_size: 8\n" + embed);
+  EXPECT_EQ(load_config(files({g})).streams.at(0).type, "anemoi");
+}
+
+TEST_F(ConfigTest, BadDatesAndPeriods) {
+  const auto f = with_streams("a.yml", "start_date: 2020-01-01\nend_date: 201913010000\nstep_hrs: 0\n");
+  try {
+    load_config(files({f}));
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.problems().size(), 3u);
+    EXPECT_EQ(e.problems()[0], f + ":2: start_date must be a date written YYYYMMDDHHMM (e.g. 197901010000), got '2020-01-01'");
+    EXPECT_EQ(e.problems()[1], f + ":3: end_date must be a date written YYYYMMDDHHMM (e.g. 197901010000), got '201913010000'");
+    EXPECT_EQ(e.problems()[2], f + ":4: step_hrs must be an integer >= 1, got '0'");
+  }
+  const auto g = with_streams("b.yml", "start_date: 202001020000\nend_date: 202001010000\n");
+  EXPECT_EQ(one_problem(files({g})), g + ":3: end_date (202001010000) is before start_date (202001020000, set at " + g + ":2)");
+}
+
+TEST_F(ConfigTest, DataPathIsRelativeToItsFileOrFromTheEnvironment) {
+  with_streams("unused.yml", "");
+  const auto f = write("sub/a.yml", "streams_directory: ../streams/\ndata_path: ../data\n");
+  EXPECT_EQ(load_config(files({f})).data_path, (dir / "data").string());
+  ::setenv("WG_DATA_PATH", "/srv/anemoi", 1);
+  const auto g = with_streams("b.yml", "");
+  EXPECT_EQ(load_config(files({g})).data_path, "/srv/anemoi");
+  EXPECT_EQ(load_config(files({f})).data_path, (dir / "data").string()) << "the config's data_path wins";
+  ::unsetenv("WG_DATA_PATH");
 }
 
 TEST_F(ConfigTest, BadStreamKey) {
@@ -269,4 +306,14 @@ TEST_F(ConfigTest, AutoPlanKeys) {
   EXPECT_EQ(c.auto_plan.cpu_memory_limit_gib, 2.5);
   EXPECT_EQ(c.auto_plan.oom_max_retries, 3);
   EXPECT_FALSE(load_config({}).auto_plan.enabled);
+}
+
+TEST_F(ConfigTest, LoaderNumWorkersNegative) {
+  const auto f = write("a.yml", "loader_num_workers: -1\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":1: loader_num_workers must be an integer >= 0, got '-1'");
+}
+
+TEST_F(ConfigTest, LoaderPrefetchZero) {
+  EXPECT_EQ(one_problem(sets({"loader_prefetch=0"})),
+            "--set 'loader_prefetch=0': loader_prefetch must be an integer >= 1, got '0'");
 }

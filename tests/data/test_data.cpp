@@ -136,7 +136,7 @@ TEST(Dataset, BatchLayout) {
 TEST(Dataset, UnknownStreamTypeIsAnError) {
   Config c;
   c.streams = {stream()};
-  c.streams[0].type = "anemoi";
+  c.streams[0].type = "netcdf";
   EXPECT_THROW(Dataset(c, 0, 1), std::invalid_argument);
 }
 

@@ -79,6 +79,26 @@ TEST(Trainer, SameSeedSameLossesWithAndWithoutRecomputation) {
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i]));
 }
 
+// Batches prepared by loader workers train exactly like batches made in the
+// step, also when the steps jump (a resume).
+TEST(Trainer, SameLossesWithAndWithoutLoaderWorkers) {
+  Config c = tiny_config();  // dropout on
+  c.loader_num_workers = 0;
+  Trainer a(c, resolve_checkpoint_plan(c), torch::kCPU);
+  c.loader_num_workers = 2;
+  Trainer b(c, resolve_checkpoint_plan(c), torch::kCPU);
+  for (int64_t k : {0, 1, 2, 3, 9, 10}) {
+    torch::manual_seed(100 + k);
+    const StepMetrics ma = a.step(k);
+    torch::manual_seed(100 + k);
+    const StepMetrics mb = b.step(k);
+    EXPECT_EQ(ma.loss, mb.loss) << "step " << k;
+    EXPECT_GE(mb.data_seconds, 0);
+    EXPECT_LE(mb.data_seconds, mb.step_seconds);
+    EXPECT_EQ(mb.skipped_samples, 0);
+  }
+}
+
 Batch nan_batch(const Config& c) {
   Batch b = Dataset(c, 0, 1).batch(0);
   for (auto& sb : b.streams)

@@ -49,9 +49,15 @@ struct SyntheticConfig {
 // One stream file entry (`<NAME>: {...}` in a file of streams_directory).
 struct StreamConfig {
   std::string name;                     // the map key, e.g. "ERA5"
-  std::string type = "synthetic";       // "synthetic" (anemoi: not yet)
-  std::vector<std::string> filenames;   // data files (anemoi streams)
+  std::string type = "synthetic";       // "synthetic" | "anemoi" (an anemoi-datasets Zarr v2 store)
+  std::vector<std::string> filenames;   // anemoi: the store, relative to data_path unless absolute
+  // anemoi channel selection, substring rules on the store's variable names:
+  // a channel is a source (model input) if some `source` entry occurs in its
+  // name (or `source` is empty) and no `source_exclude` entry does; a target
+  // (in the loss) likewise with `target` / `target_exclude`.
+  std::vector<std::string> source;
   std::vector<std::string> source_exclude;
+  std::vector<std::string> target;
   std::vector<std::string> target_exclude;
   double loss_weight = 1.0;
   double masking_rate = -1.0;           // < 0: use the global masking_rate
@@ -60,6 +66,13 @@ struct StreamConfig {
   EmbedNetConfig embed;
   SyntheticConfig synthetic;
   Origin origin;                        // file and line of the stream entry
+
+  // anemoi: the channels the stream carries (sources and targets, in store
+  // order), filled when the data is opened (see wg/data/anemoi.h).
+  std::vector<std::string> channels;
+  // Channels per token the model sees: synthetic.num_channels, or the
+  // resolved anemoi channels.
+  int num_channels() const { return type == "anemoi" ? int(channels.size()) : synthetic.num_channels; }
 };
 
 // ---- gradient checkpointing ----------------------------------------------
@@ -192,6 +205,21 @@ struct Config {
   bool masking_rate_sampling = false;
   int num_mini_epochs = 32;
   int64_t samples_per_mini_epoch = 4096;
+  // File-backed streams: where relative `filenames` live ("": the
+  // environment variable WG_DATA_PATH), and the time windows of samples.
+  // Dates are seconds since 1970-01-01 UTC, written YYYYMMDDHHMM in YAML.
+  // Window k covers [start_date + k*step_hrs, + len_hrs); windows run while
+  // their last time point is <= end_date.
+  std::string data_path;
+  int64_t start_date = 283996800;      // 197901010000
+  int64_t end_date = 1609372800;       // 202012310000
+  int64_t start_date_val = 1609459200; // 202101010000 (validation period, checked against the data)
+  int64_t end_date_val = 1640995200;   // 202201010000
+  int len_hrs = 6;
+  int step_hrs = 6;
+  // Batches prepared ahead by background threads (data/loader.h).
+  int loader_num_workers = 2;  // worker threads (WeatherGenerator's name); 0: in the training thread
+  int loader_prefetch = 2;     // finished batches held ahead per worker, >= 1
 
   // optimisation
   LrConfig lr;

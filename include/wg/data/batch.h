@@ -20,10 +20,14 @@ struct StreamBatch {
   std::vector<float> values;     // [B, T, token_size, C], normalised per channel
   std::vector<float> centroids;  // [B, T, kCentroidFeatures]
   std::vector<uint8_t> masked;   // [B, T], 1 = hidden from the model, in the loss
+  // [B, T, token_size, C], 1 = a real target value: 0 for NaN data, padding
+  // and channels that are no target. Empty: every value is one.
+  std::vector<uint8_t> valid;
 };
 
 struct Batch {
   std::vector<int64_t> sample_ids;  // global sample ids, in batch order
+  std::vector<int64_t> windows;     // per sample, the anemoi time window read (empty: no anemoi stream)
   std::vector<StreamBatch> streams;  // in config order
 };
 

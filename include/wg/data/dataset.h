@@ -1,13 +1,29 @@
-// The training data of a run: one source per stream, the sampler, and the
-// masking, assembled into host batches. Synthetic streams today; the same
-// interface serves file-backed streams.
+// The training data of a run: one source per stream (synthetic, or an
+// anemoi Zarr store), the sampler and the masking, assembled into host
+// batches.
+//
+// Sample ids come from the Sampler (disjoint across ranks, deterministic).
+// Synthetic streams generate sample `id` directly. When a run has anemoi
+// streams, id maps to a time window: the windows of the training period that
+// every anemoi stream has (none missing), in a fixed order shuffled by the
+// seed; sample id reads window order[id mod count], so all streams of a
+// sample share its time.
+//
+// Skip policy: if a window cannot be read (a corrupt or truncated chunk),
+// the sample takes the next window of that order instead, with a warning
+// naming store, chunk and date; the window is not tried again and
+// skipped_samples() counts the replacement. After 32 unreadable windows in a
+// row the batch fails with DataError.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "wg/config/config.h"
+#include "wg/data/anemoi.h"
 #include "wg/data/batch.h"
 #include "wg/data/sampler.h"
 #include "wg/data/synthetic.h"
@@ -16,8 +32,8 @@ namespace wg {
 
 class Dataset {
  public:
-  // Throws std::invalid_argument for a stream type it cannot serve or a world
-  // size the configuration cannot use.
+  // Opens every stream's source. Throws std::invalid_argument for a world
+  // size the configuration cannot use, DataError for unusable data.
   Dataset(const Config& config, int rank, int world);
 
   int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
@@ -25,6 +41,7 @@ class Dataset {
 
   // The rank's batch for global step `step` (0-based over the whole run).
   // `masking_rate` >= 0 replaces every stream's rate, without sampling.
+  // Thread-safe.
   Batch batch(int64_t step, double masking_rate = -1) const;
 
   // The masking rate the memory planner plans for: the configured one, or
@@ -33,9 +50,19 @@ class Dataset {
   // rate below it, i.e. about the 99th percentile of visible tokens.
   double planning_masking_rate() const;
 
+  // Training windows available to samples (0 without anemoi streams).
+  int64_t windows() const { return int64_t(windows_.size()); }
+
+  // Samples replaced so far because their data could not be read (see the
+  // skip policy above). Thread-safe.
+  int64_t skipped_samples() const;
+
  private:
+  struct Shared;  // state the loader threads share: unreadable windows, counters
   std::vector<StreamConfig> streams_;
-  std::vector<SyntheticStream> sources_;
+  std::vector<std::optional<SyntheticStream>> synthetic_;  // per stream
+  std::vector<std::shared_ptr<const AnemoiStream>> anemoi_;  // per stream (null for synthetic)
+  std::vector<int64_t> windows_;  // available windows, shuffled
   Sampler sampler_;
   uint64_t seed_;
   double masking_rate_;
@@ -43,6 +70,11 @@ class Dataset {
   int num_epochs_;
   int batch_per_rank_;
   int rank_;
+  std::shared_ptr<Shared> shared_;
+
+  // Reads the window of sample `id` for every anemoi stream (skip policy).
+  int64_t read_window(int64_t id, std::vector<std::vector<float>>& values, std::vector<std::vector<uint8_t>>& valid,
+                      std::vector<std::vector<float>>& centroids) const;
 };
 
 }  // namespace wg

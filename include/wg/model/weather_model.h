@@ -27,6 +27,7 @@ struct StreamInput {
   torch::Tensor centroids;  // [B, T, 5]
   torch::Tensor visible;    // [Nv] int64: flat indices into B*T
   torch::Tensor masked;     // [Nm] int64
+  torch::Tensor valid;      // [B, T, token_size, C] float 1/0: real targets; undefined = all
 };
 
 struct ModelInput {

@@ -22,6 +22,7 @@ struct RankWindow {
   int64_t nonfinite_total = 0;
   int64_t skipped_total = 0;
   int64_t oom_retries_total = 0;
+  int64_t skipped_samples_total = 0;  // samples replaced because their data was unreadable
   int64_t peak_allocated_bytes = 0;
   int64_t peak_reserved_bytes = 0;
   int64_t capacity_bytes = 0;
@@ -31,6 +32,7 @@ struct RankWindow {
   double samples_per_second = 0;
   double tokens_per_second = 0;
   double data_wait_seconds = 0;  // mean per step in the window
+  double data_wait_ratio = 0;    // share of the window's step time spent waiting for data
   double last_step_unix_seconds = 0;
   double durations[kMaxDurations] = {};
   uint8_t recomputed[kMaxPieces] = {};

@@ -14,8 +14,11 @@ namespace wg {
 class MaskedLoss {
  public:
   explicit MaskedLoss(const Config& config);
-  // preds and targets per stream, [Nm, token_size, C] each.
-  torch::Tensor operator()(const std::vector<torch::Tensor>& preds, const std::vector<torch::Tensor>& targets) const;
+  // preds and targets per stream, [Nm, token_size, C] each. `valid` (per
+  // stream, same shape, 1/0; undefined or absent = all valid) leaves values
+  // out of the loss: the mean runs over the valid ones.
+  torch::Tensor operator()(const std::vector<torch::Tensor>& preds, const std::vector<torch::Tensor>& targets,
+                           const std::vector<torch::Tensor>& valid = {}) const;
 
  private:
   std::vector<LossTerm> terms_;

@@ -17,7 +17,8 @@ struct StepMetrics {
   double step_seconds = 0;     // whole step, data included
   double compute_seconds = 0;  // forward, backward, exchange, optimizer: without making the input tensors
   int64_t start_bytes = 0;     // held when the compute began (weights, optimizer state, the input)
-  double data_seconds = 0;     // producing the batch
+  double data_seconds = 0;     // waiting for the batch (data/loader: 0 when prefetched in time)
+  int64_t skipped_samples = 0;  // samples replaced so far because their data was unreadable (cumulative)
   double samples_per_second = 0;
   double tokens_per_second = 0;
   int64_t peak_bytes = 0;        // allocator peak during the step

@@ -16,6 +16,7 @@
 
 #include "wg/config/config.h"
 #include "wg/data/dataset.h"
+#include "wg/data/loader.h"
 #include "wg/dist/communicator.h"
 #include "wg/dist/context.h"
 #include "wg/dist/grad_sync.h"
@@ -50,7 +51,8 @@ class Trainer {
   // masking rate (see Dataset::planning_masking_rate).
   Batch planning_batch() const { return dataset_.batch(0, dataset_.planning_masking_rate()); }
 
-  // One step on the run's own batch for `step`.
+  // One step on the run's own batch for `step`, prepared ahead by the
+  // loader (loader_num_workers); its data_seconds is the time it waited.
   StepMetrics step(int64_t step);
   // One step on a given batch (tests inject batches here).
   StepMetrics step_on(const Batch& batch, int64_t step);
@@ -105,6 +107,7 @@ class Trainer {
   std::string device_name_;
   WeatherModel model_{nullptr};
   Dataset dataset_;
+  BatchLoader loader_;  // after dataset_: its workers read it until they are joined
   MaskedLoss loss_;
   LrSchedule schedule_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
