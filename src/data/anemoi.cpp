@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -114,6 +115,7 @@ struct AnemoiStream::State {
 };
 
 void AnemoiStream::State::open(const StreamConfig& s, const Config& config) {
+  token_size = s.token_size;
   store = anemoi_store_path(s, config.data_path);
   where = "stream '" + s.name + "' (store " + store + ")";
   zarr::Group g = [&] {
@@ -127,9 +129,10 @@ void AnemoiStream::State::open(const StreamConfig& s, const Config& config) {
     if (!g.has_array(a)) throw DataError(where + ": the store has no array '" + a + "' (not an anemoi dataset?)");
   data = g.array("data", 2);
   const auto& m = data->meta();
-  if (m.shape.size() != 4 || m.dtype != zarr::DType::F4 && m.dtype != zarr::DType::F8)
+  if (m.shape.size() != 4 || (m.dtype != zarr::DType::F4 && m.dtype != zarr::DType::F8))
     throw DataError(where + ": array 'data' must be 4-D [dates, variables, ensembles, cells] of <f4 or <f8, got " +
                     std::to_string(m.shape.size()) + "-D " + m.dtype_str);
+  if (m.shape[2] < 1) throw DataError(where + ": array 'data' has no ensemble member (shape[2] is 0)");
   num_vars = m.shape[1];
   num_cells = m.shape[3];
   select_channels(s, g);
@@ -143,7 +146,6 @@ void AnemoiStream::State::open(const StreamConfig& s, const Config& config) {
                     std::to_string(config.step_hrs) + ") must be multiples of the store's frequency (" +
                     std::to_string(period / 3600.0).substr(0, 4) + " h)");
   times_per_window = windows.length / period;
-  token_size = s.token_size;
 }
 
 void AnemoiStream::State::select_channels(const StreamConfig& s, const zarr::Group& g) {
@@ -204,6 +206,12 @@ void AnemoiStream::State::read_dates(const zarr::Group& g) {
   period = attrs.contains("frequency") ? frequency_seconds(attrs["frequency"], where)
            : dates.size() > 1          ? dates[1] - dates[0]
                                        : 3600;
+  constexpr int64_t kNaT = std::numeric_limits<int64_t>::min();
+  for (size_t i = 0; i < dates.size(); ++i)
+    if (dates[i] == kNaT) throw DataError(where + ": array 'dates' holds NaT at index " + std::to_string(i));
+  if (period <= 0)
+    throw DataError(where + ": dates do not increase (" + date_text(dates[0]) + " then " + date_text(dates[1]) +
+                    ") and there is no 'frequency' attribute");
   for (size_t i = 1; i < dates.size(); ++i)
     if (dates[i] - dates[i - 1] != period)
       throw DataError(where + ": dates are not evenly spaced by the frequency: " + date_text(dates[i - 1]) +
@@ -254,7 +262,6 @@ void AnemoiStream::State::read_coordinates(const zarr::Group& g) {
 }
 
 AnemoiStream::AnemoiStream(const StreamConfig& stream, const Config& config) : s_(std::make_unique<State>()) {
-  s_->token_size = stream.token_size;
   try {
     s_->open(stream, config);
   } catch (const zarr::ZarrError& e) {  // an array of the store that cannot be read
@@ -275,7 +282,7 @@ bool AnemoiStream::has_window(int64_t k) const {
   const int64_t t0 = s_->windows.start + k * s_->windows.step;
   for (int64_t j = 0; j < s_->times_per_window; ++j) {
     const int64_t t = t0 + j * s_->period;
-    if (t > s_->windows.end || s_->index_of(t) < 0 || s_->missing.count(t)) return false;
+    if (s_->index_of(t) < 0 || s_->missing.count(t)) return false;
   }
   return true;
 }
@@ -283,8 +290,7 @@ bool AnemoiStream::has_window(int64_t k) const {
 void AnemoiStream::check_period(const TimeWindows& w, const std::string& what) const {
   const State& s = *s_;
   if (w.count() <= 0) return;
-  const int64_t last_start = w.start + (w.count() - 1) * w.step;
-  const int64_t last = std::min(w.end, last_start + w.length - s.period);
+  const int64_t last = w.start + (w.count() - 1) * w.step + w.length - s.period;  // the last window's last date
   if (w.start < s.dates.front())
     throw DataError(s.where + ": the " + what + " starts at " + s.date_text(w.start) +
                     ", before the store's first date " + s.date_text(s.dates.front()));
@@ -318,9 +324,10 @@ void AnemoiStream::sample(int64_t k, std::vector<float>& values, std::vector<uin
       if (m.dtype == zarr::DType::F4) {
         s.data->read({idx, 0, 0, 0}, {1, s.num_vars, 1, s.num_cells}, raw.data());
       } else {
-        std::vector<double> d(raw.size());
-        s.data->read({idx, 0, 0, 0}, {1, s.num_vars, 1, s.num_cells}, d.data());
-        std::copy(d.begin(), d.end(), raw.begin());
+        thread_local std::vector<double> raw64;
+        raw64.resize(raw.size());
+        s.data->read({idx, 0, 0, 0}, {1, s.num_vars, 1, s.num_cells}, raw64.data());
+        std::copy(raw64.begin(), raw64.end(), raw.begin());
       }
       float* out = values.data() + v0 + size_t(j * T * ts * C);
       uint8_t* ok = valid.data() + k0 + size_t(j * T * ts * C);

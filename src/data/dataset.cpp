@@ -58,7 +58,7 @@ Dataset::Dataset(const Config& config, int rank, int world)
       try {
         a->check_period(val, "validation period");
       } catch (const DataError& e) {  // this trainer runs no validation pass: tell, do not stop
-        if (rank_ == 0) spdlog::warn("{}", e.what());
+        warnings_.push_back(e.what());
       }
     }
   for (int64_t k = 0; k < train.count(); ++k)
@@ -70,13 +70,12 @@ Dataset::Dataset(const Config& config, int rank, int world)
                     " has all its dates in every anemoi store (missing_dates excluded)");
   std::mt19937_64 rng(mix_seed(seed_, hash_name("anemoi windows")));
   std::shuffle(windows_.begin(), windows_.end(), rng);
-  if (rank_ == 0) {
-    spdlog::info("anemoi data: {} training windows of {} h every {} h from {} to {}", windows_.size(), config.len_hrs,
-                 config.step_hrs, iso_date(train.start), iso_date(train.end));
-    if (config.samples_per_mini_epoch > int64_t(windows_.size()))
-      spdlog::warn("samples_per_mini_epoch ({}) exceeds the {} available windows: windows repeat within a mini-epoch",
-                   config.samples_per_mini_epoch, windows_.size());
-  }
+  summary_ = "anemoi data: " + std::to_string(windows_.size()) + " training windows of " +
+             std::to_string(config.len_hrs) + " h every " + std::to_string(config.step_hrs) + " h starting " +
+             iso_date(train.start) + " to " + iso_date(train.end);
+  if (config.samples_per_mini_epoch > int64_t(windows_.size()))
+    warnings_.push_back("samples_per_mini_epoch (" + std::to_string(config.samples_per_mini_epoch) + ") exceeds the " +
+                        std::to_string(windows_.size()) + " available windows: windows repeat within a mini-epoch");
 }
 
 int64_t Dataset::skipped_samples() const { return shared_->skipped.load(); }
@@ -96,16 +95,22 @@ int64_t Dataset::read_window(int64_t id, std::vector<std::vector<float>>& values
       std::lock_guard<std::mutex> lock(shared_->mutex);
       if (shared_->unreadable.count(k)) continue;
     }
-    try {
-      for (size_t s = 0; s < anemoi_.size(); ++s)
-        if (anemoi_[s]) anemoi_[s]->sample(k, values[s], valid[s], centroids[s]);
-      if (j > 0) shared_->skipped.fetch_add(1);
-      return k;
-    } catch (const DataError& e) {
-      for (size_t s = 0; s < anemoi_.size(); ++s) values[s].clear(), valid[s].clear(), centroids[s].clear();
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      if (shared_->unreadable.insert(k).second)
-        spdlog::warn("rank {}: {}; skipping this window (samples that map to it take the next one)", rank_, e.what());
+    // Two tries: a passing file-system hiccup (EIO, ESTALE) gets a second
+    // chance; damage in the file fails again and the window is given up.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      try {
+        for (size_t s = 0; s < anemoi_.size(); ++s)
+          if (anemoi_[s]) anemoi_[s]->sample(k, values[s], valid[s], centroids[s]);
+        if (j > 0) shared_->skipped.fetch_add(1);
+        return k;
+      } catch (const DataError& e) {
+        for (size_t s = 0; s < anemoi_.size(); ++s) values[s].clear(), valid[s].clear(), centroids[s].clear();
+        if (attempt == 0) continue;
+        std::lock_guard<std::mutex> lock(shared_->mutex);
+        if (shared_->unreadable.insert(k).second)
+          spdlog::warn("rank {}: {}; skipping this window (samples that map to it take the next one)", rank_,
+                       e.what());
+      }
     }
   }
   throw DataError("sample " + std::to_string(id) + ": " + std::to_string(std::min<int64_t>(n, kMaxUnreadableInARow)) +

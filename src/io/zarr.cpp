@@ -568,9 +568,14 @@ Group Group::open(const std::string& path) {
     fail(p, ".zgroup does not say zarr_format 2: " + zgroup.dump());
   const std::string attrs = read_text(p + "/.zattrs", p, true);
   g.attrs_ = attrs.empty() ? json::object() : parse_json(attrs, ".zattrs", p);
-  for (const fs::directory_entry& e : fs::directory_iterator(p, ec))
-    if (e.is_directory(ec) && fs::is_regular_file(e.path() / ".zarray", ec))
-      g.arrays_.push_back(e.path().filename().string());
+  // Listing errors only: a subfolder without .zarray (a group such as
+  // anemoi's _build/) sets its own error code, which says nothing about the listing.
+  fs::directory_iterator it(p, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::error_code entry_ec;
+    if (it->is_directory(entry_ec) && fs::is_regular_file(it->path() / ".zarray", entry_ec))
+      g.arrays_.push_back(it->path().filename().string());
+  }
   if (ec) fail(p, "cannot list the store: " + ec.message());
   std::sort(g.arrays_.begin(), g.arrays_.end());
   return g;

@@ -138,6 +138,51 @@ torch::Device rank_device(const Config& config, const NodeInfo& node) {
 
 }  // namespace
 
+namespace {
+
+// Opens every stream's data on every rank (anemoi channels come from the
+// stores) and lets the ranks agree on the outcome: a store may be missing or
+// different on one node only, and no rank may wait for one that gave up.
+// Every rank must see the same training windows, or shards overlap.
+// Returns false, having logged why, when the run cannot start.
+bool open_data(Config& config, const DistContext& dist) {
+  const bool lead = dist.rank() == 0;
+  std::string error;
+  int64_t windows = 0;
+  try {
+    resolve_anemoi_streams(config);
+    const Dataset data(config, dist.rank(), dist.size());
+    windows = data.windows();
+    if (lead && !data.summary().empty()) spdlog::info("{}", data.summary());
+    if (lead)
+      for (const auto& w : data.warnings()) spdlog::warn("data: {}", w);
+  } catch (const DataError& e) {
+    error = std::string("data: ") + e.what();
+  } catch (const std::invalid_argument& e) {  // a world size the configuration cannot use
+    error = std::string("configuration: ") + e.what();
+  }
+  const bool failed = !error.empty();
+  if (dist.size() == 1) {
+    if (failed) spdlog::error("{}", error);
+    return !failed;
+  }
+  const bool any_failed = dist.allreduce_max(failed ? 1 : 0) > 0;
+  const bool lead_failed = dist.allreduce_max(lead && failed ? 1 : 0) > 0;
+  if (failed && (lead || !lead_failed)) spdlog::error("{}", error);  // rank 0 speaks for identical errors
+  if (any_failed) return false;
+  const double most = dist.allreduce_max(double(windows)), fewest = -dist.allreduce_max(-double(windows));
+  if (most != fewest) {
+    if (lead)
+      spdlog::error("data: the ranks see {} to {} training windows: their copies of the stores differ "
+                    "(check data_path / WG_DATA_PATH on every node)",
+                    int64_t(fewest), int64_t(most));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 int run_training(const CliOptions& options, const DistContext& dist) {
   const bool multi = dist.size() > 1;
   const bool lead = dist.rank() == 0;
@@ -158,12 +203,7 @@ int run_training(const CliOptions& options, const DistContext& dist) {
     return 2;
   }
 
-  try {  // the channels of anemoi streams come from their stores
-    resolve_anemoi_streams(config);
-  } catch (const DataError& e) {
-    if (lead) spdlog::error("data: {}", e.what());
-    return 2;
-  }
+  if (!open_data(config, dist)) return 2;
 
   NodeInfo node = dist.node();
   const torch::Device device = rank_device(config, node);

@@ -74,7 +74,7 @@ def main():
         return [t0 + j * period for j in range(per_window)]
 
     def available(k):
-        return all(dates[0] <= t <= dates[-1] and t <= end and t not in missing for t in times(k))
+        return all(dates[0] <= t <= dates[-1] and t not in missing for t in times(k))
 
     count = (end - start) // step + 1
     windows = [k for k in range(count) if available(k)]

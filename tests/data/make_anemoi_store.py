@@ -132,6 +132,8 @@ def main():
     for name, arr in stats.items():
         root.create_dataset(name, data=arr, dtype="<f8")
     root.create_dataset("count", data=count, dtype="<i8")
+    build = root.create_group("_build")  # anemoi keeps build bookkeeping in a subgroup
+    build.create_dataset("lengths", data=np.ones(a.dates, dtype=np.int64), dtype="<i8")
     root.create_dataset("has_nans", data=np.isnan(v64).any(axis=(0, 2)), dtype="|b1")
 
     iso = lambda d: str(np.datetime_as_string(d, unit="s"))

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -160,12 +161,21 @@ TEST_F(Anemoi, BatchesShardDisjointWindowsAndHideNonSourceChannels) {
       }
       const StreamBatch& sb = b.streams[0];
       ASSERT_EQ(sb.valid.size(), sb.values.size());
-      const size_t per_token = size_t(sb.token_size * sb.channels);
-      for (size_t t = 0; t < sb.masked.size(); ++t)
-        for (size_t p = 0; p < per_token; ++p) {
-          const size_t i = t * per_token + p, ch = p % size_t(sb.channels);
-          if (!sb.masked[t] && !src[ch]) ASSERT_EQ(sb.values[i], 0.0f) << "a visible token shows a non-source channel";
-        }
+      const size_t per_token = size_t(sb.token_size * sb.channels), per_sample = size_t(sb.tokens) * per_token;
+      for (size_t n = 0; n < b.windows.size(); ++n) {
+        std::vector<float> truth, cen;
+        std::vector<uint8_t> ok;
+        a.sample(b.windows[n], truth, ok, cen);
+        for (size_t t = 0; t < size_t(sb.tokens); ++t)
+          for (size_t p = 0; p < per_token; ++p) {
+            const size_t i = n * per_sample + t * per_token + p, ch = p % size_t(sb.channels);
+            const bool masked = sb.masked[n * size_t(sb.tokens) + t];
+            // visible: the source channels only; masked: every value, as the store has it
+            const float want = (masked || src[ch]) ? truth[i - n * per_sample] : 0.0f;
+            ASSERT_EQ(sb.values[i], want) << "sample " << n << " token " << t << (masked ? " (masked)" : " (visible)");
+            ASSERT_EQ(sb.valid[i], ok[i - n * per_sample]);
+          }
+      }
     }
   }
   // Deterministic: the same step gives the same windows.
@@ -201,10 +211,29 @@ TEST_F(Anemoi, CorruptChunkInTrainingSkipsTheSampleAndCountsIt) {
   EXPECT_TRUE(v.empty() && ok.empty() && cen.empty()) << "a failed read appends nothing";
 }
 
+TEST_F(Anemoi, LoaderThreadsReadTheSameBatchesAsOneThread) {
+  const Config c = config("torn.zarr");
+  const Dataset serial(c, 0, 1), shared(c, 0, 1);
+  std::vector<Batch> want, got(size_t(serial.total_steps()));
+  for (int64_t s = 0; s < serial.total_steps(); ++s) want.push_back(serial.batch(s));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int64_t s = t; s < shared.total_steps(); s += 4) got[size_t(s)] = shared.batch(s);
+    });
+  for (auto& t : threads) t.join();
+  for (size_t s = 0; s < want.size(); ++s) {
+    EXPECT_EQ(got[s].windows, want[s].windows) << "step " << s;
+    EXPECT_EQ(got[s].streams[0].values, want[s].streams[0].values) << "step " << s;
+    EXPECT_EQ(got[s].streams[0].valid, want[s].streams[0].valid) << "step " << s;
+  }
+  EXPECT_EQ(shared.skipped_samples(), serial.skipped_samples());
+}
+
 TEST_F(Anemoi, AllWindowsUnreadableIsOneClearError) {
   Config c = config("torn.zarr");
   c.start_date = *parse_yyyymmddhhmm("202001060000");  // windows 0, 1: dates 20, 21 (both torn)
-  c.end_date = *parse_yyyymmddhhmm("202001061200");
+  c.end_date = *parse_yyyymmddhhmm("202001060600");
   c.samples_per_mini_epoch = 2;
   c.batch_size_per_gpu = 1;
   Dataset d(c, 0, 1);

@@ -208,8 +208,8 @@ struct Config {
   // File-backed streams: where relative `filenames` live ("": the
   // environment variable WG_DATA_PATH), and the time windows of samples.
   // Dates are seconds since 1970-01-01 UTC, written YYYYMMDDHHMM in YAML.
-  // Window k covers [start_date + k*step_hrs, + len_hrs); windows run while
-  // their last time point is <= end_date.
+  // Window k covers [start_date + k*step_hrs, + len_hrs); windows start no
+  // later than end_date (their dates may run past it, as in WeatherGenerator).
   std::string data_path;
   int64_t start_date = 283996800;      // 197901010000
   int64_t end_date = 1609372800;       // 202012310000

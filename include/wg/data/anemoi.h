@@ -8,8 +8,9 @@
 // - Normalisation: (x - mean[i]) / stdev[i] with the store's float64
 //   statistics. NaN sources become 0; NaN targets are left out of the loss.
 // - Time: window k of the configured period covers
-//   [start_date + k*step_hrs, + len_hrs); its dates must all be in the store
-//   and none in missing_dates, else the window is not available.
+//   [start_date + k*step_hrs, + len_hrs) and starts by end_date; its dates
+//   must all be in the store and none in missing_dates, else the window is
+//   not available.
 // - Space: cells with NaN coordinates are dropped; latitudes are reflected
 //   into [-90, 90], longitudes wrapped to [-180, 180). A token holds
 //   token_size consecutive cells (store order) of one date, so a sample has
@@ -36,13 +37,16 @@ class DataError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The training windows of a config: window k starts at start_date + k*step_hrs.
+// The windows of a period: window k covers [start + k*step, + length) and
+// starts no later than `end`; its dates may run past `end` (as in
+// WeatherGenerator) when the store has them.
 struct TimeWindows {
   int64_t start = 0;  // seconds since the epoch
-  int64_t end = 0;    // last allowed time point
+  int64_t end = 0;    // the latest window start
   int64_t step = 0;   // seconds between window starts
   int64_t length = 0; // seconds covered by a window
-  int64_t count() const { return end < start ? 0 : (end - start) / step + 1; }  // windows starting by `end`
+  // Candidate windows (a store may lack some: see AnemoiStream::has_window).
+  int64_t count() const { return end < start ? 0 : (end - start) / step + 1; }
   static TimeWindows training(const Config& config);
   static TimeWindows validation(const Config& config);
 };
@@ -65,10 +69,12 @@ class AnemoiStream {
   int token_size() const;
   int num_channels() const { return int(channels().size()); }
 
-  // True if window k of `windows` lies inside the store and touches no
-  // missing date. Throws DataError if `windows` (the whole period) reaches
-  // outside the store's dates, naming the first date outside.
+  // True if training window k (TimeWindows::training of the config) has all
+  // its dates in the store and none in missing_dates.
   bool has_window(int64_t k) const;
+  // Throws DataError if the windows of `windows` need dates before the
+  // store's first or after its last, naming the date; `what` names the
+  // period in the message.
   void check_period(const TimeWindows& windows, const std::string& what) const;
 
   // Appends window k: tokens()*token_size()*channels() normalised values

@@ -9,8 +9,8 @@
 // seed; sample id reads window order[id mod count], so all streams of a
 // sample share its time.
 //
-// Skip policy: if a window cannot be read (a corrupt or truncated chunk),
-// the sample takes the next window of that order instead, with a warning
+// Skip policy: if a window cannot be read twice in a row (a corrupt or
+// truncated chunk), the sample takes the next window of that order instead, with a warning
 // naming store, chunk and date; the window is not tried again and
 // skipped_samples() counts the replacement. After 32 unreadable windows in a
 // row the batch fails with DataError.
@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "wg/config/config.h"
@@ -50,8 +51,13 @@ class Dataset {
   // rate below it, i.e. about the 99th percentile of visible tokens.
   double planning_masking_rate() const;
 
-  // Training windows available to samples (0 without anemoi streams).
+  // Training windows available to samples (0 without anemoi streams), a
+  // line describing them ("" without anemoi streams), and what the caller
+  // should warn about (a validation period outside the data, windows
+  // repeating within a mini-epoch). The data layer does not log these.
   int64_t windows() const { return int64_t(windows_.size()); }
+  const std::string& summary() const { return summary_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
   // Samples replaced so far because their data could not be read (see the
   // skip policy above). Thread-safe.
@@ -63,6 +69,8 @@ class Dataset {
   std::vector<std::optional<SyntheticStream>> synthetic_;  // per stream
   std::vector<std::shared_ptr<const AnemoiStream>> anemoi_;  // per stream (null for synthetic)
   std::vector<int64_t> windows_;  // available windows, shuffled
+  std::string summary_;
+  std::vector<std::string> warnings_;
   Sampler sampler_;
   uint64_t seed_;
   double masking_rate_;
