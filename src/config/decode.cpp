@@ -268,6 +268,7 @@ const std::vector<Rule<Config>>& config_rules() {
       boolean<Config>("masking_rate_sampling", AT(masking_rate_sampling)),
       integer<Config>("num_mini_epochs", AT(num_mini_epochs), at_least(1)),
       integer<Config>("samples_per_mini_epoch", AT(samples_per_mini_epoch), at_least(1)),
+      integer<Config>("samples_per_validation", AT(samples_per_validation), at_least(0)),
       text<Config>("data_path", AT(data_path), true),
       date("start_date", AT(start_date)),
       date("end_date", AT(end_date)),

@@ -89,8 +89,7 @@ struct AnemoiStream::State {
   std::vector<int64_t> dates;
   std::set<int64_t> missing;
   int64_t period = 0;
-  TimeWindows windows;
-  int64_t times_per_window = 0;
+  int64_t times_per_window = 0;  // dates per window: len_hrs / frequency
 
   std::vector<std::string> channels;
   std::vector<int64_t> var_index;  // store variable index per channel
@@ -140,7 +139,7 @@ void AnemoiStream::State::open(const StreamConfig& s, const Config& config) {
   read_dates(g);
   read_coordinates(g);
 
-  windows = TimeWindows::training(config);
+  const TimeWindows windows = TimeWindows::training(config);
   if (windows.length % period != 0 || windows.step % period != 0)
     throw DataError(where + ": len_hrs (" + std::to_string(config.len_hrs) + ") and step_hrs (" +
                     std::to_string(config.step_hrs) + ") must be multiples of the store's frequency (" +
@@ -278,8 +277,7 @@ const std::vector<uint8_t>& AnemoiStream::is_source() const { return s_->is_sour
 int AnemoiStream::tokens() const { return int(s_->times_per_window) * s_->tokens_per_time; }
 int AnemoiStream::token_size() const { return s_->token_size; }
 
-bool AnemoiStream::has_window(int64_t k) const {
-  const int64_t t0 = s_->windows.start + k * s_->windows.step;
+bool AnemoiStream::has_window(int64_t t0) const {
   for (int64_t j = 0; j < s_->times_per_window; ++j) {
     const int64_t t = t0 + j * s_->period;
     if (s_->index_of(t) < 0 || s_->missing.count(t)) return false;
@@ -303,11 +301,10 @@ void AnemoiStream::check_period(const TimeWindows& w, const std::string& what) c
                     s.date_text(s.dates.front()) + ")");
 }
 
-void AnemoiStream::sample(int64_t k, std::vector<float>& values, std::vector<uint8_t>& valid,
+void AnemoiStream::sample(int64_t t0, std::vector<float>& values, std::vector<uint8_t>& valid,
                           std::vector<float>& centroids) const {
   const State& s = *s_;
   const int64_t C = int64_t(s.channels.size()), ts = s.token_size, T = s.tokens_per_time;
-  const int64_t t0 = s.windows.start + k * s.windows.step;
   const size_t v0 = values.size(), k0 = valid.size(), c0 = centroids.size();
   values.resize(v0 + size_t(s.times_per_window * T * ts * C), 0.0f);
   valid.resize(k0 + size_t(s.times_per_window * T * ts * C), 0);

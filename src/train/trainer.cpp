@@ -210,6 +210,30 @@ int64_t Trainer::steady_base_bytes() const {
   return memory_snapshot(device_name_).current_bytes + grads_missing + moments_missing;
 }
 
+double Trainer::validate() {
+  const int64_t n = dataset_.validation_steps();
+  if (n == 0) return -1;
+  auto generator = at::detail::getDefaultCPUGenerator();
+  const torch::Tensor rng_state = generator.get_state();
+  double sum = 0;
+  {
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    for (int64_t i = 0; i < n; ++i) {
+      const ModelInput input = to_model_input(dataset_.validation_batch(i), device_);
+      sum += loss_(model_->forward(input), masked_targets(input), masked_valid(input)).item<double>();
+    }
+    model_->train();
+  }
+  generator.set_state(rng_state);
+  double batches = double(n);
+  if (dist_ && world_ > 1) {
+    sum = dist_->allreduce_sum(sum);
+    batches = dist_->allreduce_sum(batches);
+  }
+  return sum / batches;
+}
+
 RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control& control) {
   RunSummary s;
   const auto t0 = Clock::now();
@@ -223,6 +247,8 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control&
     s.oom_retries += m.oom_retries;
     s.peak_bytes = std::max(s.peak_bytes, m.peak_bytes);
     if (k > control.first_step) s.steady_peak_bytes = std::max(s.steady_peak_bytes, m.peak_bytes);
+    if ((k + 1) % dataset_.steps_per_epoch() == 0 && dataset_.validation_steps() > 0)
+      s.last_validation_loss = m.validation_loss = validate();
     const bool logged = (k + 1) % config_.train_log_freq.terminal == 0 || k + 1 == total_steps();
     if (logged && !m.skipped) {
       if (!have_first) s.first_loss = m.loss;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -37,6 +38,15 @@ std::string run(const std::string& cmd) {
 }
 
 std::string script(const char* name) { return std::string(WG_ANEMOI_SCRIPTS) + "/" + name; }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(no DataError)";
+}
 
 class Anemoi : public ::testing::Test {
  protected:
@@ -78,6 +88,8 @@ class Anemoi : public ::testing::Test {
     resolve_anemoi_streams(c);
     return c;
   }
+  // Start (seconds) of training window k of config().
+  static int64_t start_of(int64_t k) { return *parse_yyyymmddhhmm("202001010000") + k * 6 * 3600; }
   static nlohmann::json reference(const std::vector<int64_t>& windows) {
     std::string w;
     for (auto k : windows) w += " " + std::to_string(k);
@@ -111,7 +123,7 @@ TEST_F(Anemoi, WindowsSkipMissingDatesAsTheReferenceDoes) {
   const auto want = reference({})["windows"].get<std::vector<int64_t>>();
   std::vector<int64_t> got;
   for (int64_t k = 0; k < TimeWindows::training(c).count(); ++k)
-    if (a.has_window(k)) got.push_back(k);
+    if (a.has_window(start_of(k))) got.push_back(k);
   EXPECT_EQ(got, want);
   // date 13 (2020-01-04T06) is missing: windows 12 (06 + 12 h covers 00 and 06) and 13 are out.
   EXPECT_EQ(std::count(got.begin(), got.end(), 12), 0);
@@ -129,7 +141,7 @@ TEST_F(Anemoi, SamplesEqualTheReferenceValuesValidityAndCentroids) {
   for (int64_t k : ks) {
     std::vector<float> v, cen;
     std::vector<uint8_t> ok;
-    a.sample(k, v, ok, cen);
+    a.sample(start_of(k), v, ok, cen);
     const auto& r = ref["samples"][std::to_string(k)];
     const auto rv = r["values"].get<std::vector<float>>();
     const auto rok = r["valid"].get<std::vector<int>>();
@@ -191,7 +203,7 @@ TEST_F(Anemoi, CorruptChunkInTrainingSkipsTheSampleAndCountsIt) {
     const Batch b = d.batch(step);  // never throws: damaged windows are replaced
     for (int64_t w : b.windows) {
       // windows 19..21 touch dates 20 and 21 (12 h windows from 00, 06): none may be used
-      EXPECT_TRUE(w < 19 || w > 21) << "window " << w << " reads a corrupt chunk";
+      EXPECT_TRUE(w < start_of(19) || w > start_of(21)) << "window at " << iso_date(w) << " reads a corrupt chunk";
       ++windows;
     }
   }
@@ -201,7 +213,7 @@ TEST_F(Anemoi, CorruptChunkInTrainingSkipsTheSampleAndCountsIt) {
   std::vector<float> v, cen;
   std::vector<uint8_t> ok;
   try {
-    a.sample(20, v, ok, cen);
+    a.sample(start_of(20), v, ok, cen);
     FAIL() << "no error for a truncated chunk";
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(), HasSubstr("torn.zarr"));
@@ -209,6 +221,32 @@ TEST_F(Anemoi, CorruptChunkInTrainingSkipsTheSampleAndCountsIt) {
     EXPECT_THAT(e.what(), HasSubstr("2020-01-06T00:00"));
   }
   EXPECT_TRUE(v.empty() && ok.empty() && cen.empty()) << "a failed read appends nothing";
+}
+
+TEST_F(Anemoi, ValidationBatchesComeFromTheValidationPeriod) {
+  Config c = config();
+  c.samples_per_validation = 8;  // 2 ranks x batch 2: 2 validation batches per rank
+  const Dataset r0(c, 0, 2), r1(c, 1, 2);
+  ASSERT_EQ(r0.validation_steps(), 2);
+  std::set<int64_t> windows, ids;
+  for (const Dataset* d : {&r0, &r1})
+    for (int64_t i = 0; i < d->validation_steps(); ++i) {
+      const Batch b = d->validation_batch(i);
+      for (int64_t w : b.windows) {
+        EXPECT_GE(w, c.start_date_val);
+        EXPECT_LE(w, c.end_date_val);
+        windows.insert(w);
+      }
+      ids.insert(b.sample_ids.begin(), b.sample_ids.end());
+      EXPECT_EQ(b.windows, d->validation_batch(i).windows) << "deterministic";
+    }
+  EXPECT_EQ(windows.size(), 8u) << "the ranks' validation samples are disjoint";
+  EXPECT_EQ(ids.size(), 8u);
+  // Enabled, a validation period outside the data is an error; off, it is not looked at.
+  c.end_date_val = *parse_yyyymmddhhmm("202002150000");
+  EXPECT_THAT(error_of([&] { Dataset(c, 0, 1); }), HasSubstr("validation period"));
+  c.samples_per_validation = 0;
+  EXPECT_EQ(Dataset(c, 0, 1).validation_steps(), 0);
 }
 
 TEST_F(Anemoi, LoaderThreadsReadTheSameBatchesAsOneThread) {
@@ -244,15 +282,6 @@ TEST_F(Anemoi, AllWindowsUnreadableIsOneClearError) {
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(), HasSubstr("could not be read"));
   }
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return "(no DataError)";
 }
 
 TEST_F(Anemoi, BadInputNamesWhatIsWrong) {

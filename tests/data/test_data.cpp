@@ -133,6 +133,27 @@ TEST(Dataset, BatchLayout) {
   EXPECT_EQ(s.masked.size(), size_t(3 * 128));
 }
 
+TEST(Dataset, SyntheticValidationSamplesAreTheirOwnAndSplitAcrossRanks) {
+  Config c;
+  c.streams = {stream()};
+  c.batch_size_per_gpu = 2;
+  c.samples_per_mini_epoch = 40;
+  c.num_mini_epochs = 1;
+  c.samples_per_validation = 8;
+  const Dataset r0(c, 0, 2), r1(c, 1, 2);
+  ASSERT_EQ(r0.validation_steps(), 2);
+  std::set<int64_t> val, train;
+  for (const Dataset* d : {&r0, &r1})
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t id : d->validation_batch(i).sample_ids) EXPECT_TRUE(val.insert(id).second) << id;
+  for (int64_t s = 0; s < r0.total_steps(); ++s)
+    for (int64_t id : r0.batch(s).sample_ids) train.insert(id);
+  EXPECT_EQ(val.size(), 8u);
+  for (int64_t id : val) EXPECT_EQ(train.count(id), 0u) << "validation id " << id << " is also a training id";
+  c.samples_per_validation = 0;
+  EXPECT_EQ(Dataset(c, 0, 1).validation_steps(), 0);
+}
+
 TEST(Dataset, UnknownStreamTypeIsAnError) {
   Config c;
   c.streams = {stream()};

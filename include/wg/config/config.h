@@ -205,6 +205,7 @@ struct Config {
   bool masking_rate_sampling = false;
   int num_mini_epochs = 32;
   int64_t samples_per_mini_epoch = 4096;
+  int64_t samples_per_validation = 0;  // validated after every mini-epoch (all ranks together); 0: no validation
   // File-backed streams: where relative `filenames` live ("": the
   // environment variable WG_DATA_PATH), and the time windows of samples.
   // Dates are seconds since 1970-01-01 UTC, written YYYYMMDDHHMM in YAML.

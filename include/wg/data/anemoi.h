@@ -69,20 +69,20 @@ class AnemoiStream {
   int token_size() const;
   int num_channels() const { return int(channels().size()); }
 
-  // True if training window k (TimeWindows::training of the config) has all
-  // its dates in the store and none in missing_dates.
-  bool has_window(int64_t k) const;
+  // True if the window starting at `start` (seconds since the epoch; it
+  // covers len_hrs) has all its dates in the store and none in missing_dates.
+  bool has_window(int64_t start) const;
   // Throws DataError if the windows of `windows` need dates before the
   // store's first or after its last, naming the date; `what` names the
   // period in the message.
   void check_period(const TimeWindows& windows, const std::string& what) const;
 
-  // Appends window k: tokens()*token_size()*channels() normalised values
+  // Appends the window starting at `start`: tokens()*token_size()*channels() normalised values
   // ([T, token_size, C], NaN -> 0), the matching target validity (1 = a
   // finite value of a target channel) and tokens()*kCentroidFeatures
   // centroids. Throws DataError (a corrupt chunk, a date mismatch) and then
   // appends nothing.
-  void sample(int64_t k, std::vector<float>& values, std::vector<uint8_t>& valid,
+  void sample(int64_t start, std::vector<float>& values, std::vector<uint8_t>& valid,
               std::vector<float>& centroids) const;
 
  private:

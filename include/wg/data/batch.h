@@ -27,7 +27,7 @@ struct StreamBatch {
 
 struct Batch {
   std::vector<int64_t> sample_ids;  // global sample ids, in batch order
-  std::vector<int64_t> windows;     // per sample, the anemoi time window read (empty: no anemoi stream)
+  std::vector<int64_t> windows;     // per sample, the start (seconds since 1970) of the anemoi window read (empty: no anemoi stream)
   std::vector<StreamBatch> streams;  // in config order
 };
 

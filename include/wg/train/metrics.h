@@ -25,6 +25,7 @@ struct StepMetrics {
   int64_t activation_bytes = 0;  // held at the end of forward
   bool skipped = false;          // non-finite loss, step skipped (nan_policy: skip)
   int oom_retries = 0;           // attempts repeated after running out of memory
+  double validation_loss = -1;   // after this step (the end of a mini-epoch): the validation loss; < 0: none
 };
 
 struct RunSummary {
@@ -41,6 +42,7 @@ struct RunSummary {
   int64_t oom_retries = 0;
   int64_t planned_peak_bytes = 0;   // gradient_checkpointing.policy auto: the prediction (0: manual)
   double planned_added_seconds = 0; // ... and its predicted recompute time per step
+  double last_validation_loss = -1; // < 0: no validation ran
 };
 
 class MetricsSink {

@@ -57,6 +57,13 @@ class Trainer {
   // One step on a given batch (tests inject batches here).
   StepMetrics step_on(const Batch& batch, int64_t step);
 
+  // The mean masked loss over the validation set (Dataset::validation_batch,
+  // all ranks), in eval mode without gradients; < 0 when there is no
+  // validation set. Collective: every rank calls it at the same point.
+  // Leaves the random generator as it found it, so training is the same
+  // with and without validation.
+  double validate();
+
   // Forward and backward on `batch` without exchanging gradients or
   // updating weights (the cost profiler's probe); gradients are zeroed
   // after. Returns the peak bytes above those held at its start.
