@@ -69,6 +69,8 @@ class State:
             per_rank("wgtrain_loss", "gauge", "loss", lambda r: 1.0 / (1 + 0.01 * step) + 0.01 * r)
             fam("wgtrain_learning_rate", "gauge", "lr")
             out.append("wgtrain_learning_rate 5e-05")
+            fam("wgtrain_validation_loss", "gauge", "validation loss")
+            out.append("wgtrain_validation_loss %f" % (1.1 / (1 + 0.01 * step)))
             per_rank("wgtrain_samples_per_second", "gauge", "samples/s", sps)
             per_rank("wgtrain_tokens_per_second", "gauge", "tokens/s", lambda r: 1024 * sps(r))
             fam("wgtrain_job_samples_per_second", "gauge", "sum samples/s")

@@ -39,6 +39,7 @@ void Coordinator::on_step(const StepMetrics& m) {
   window_.step = m.step + 1;
   window_.loss = m.loss;
   window_.lr = m.lr;
+  if (m.validation_loss >= 0) window_.validation_loss = m.validation_loss;
   window_.nonfinite_total += m.skipped ? 1 : 0;
   window_.skipped_total += m.skipped ? 1 : 0;
   window_.oom_retries_total += m.oom_retries;

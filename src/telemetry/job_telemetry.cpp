@@ -141,6 +141,10 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
   r.gauge("wgtrain_last_step_timestamp_seconds", "Unix time of the last finished step.").with().set(last_unix);
   r.gauge("wgtrain_step", "Steps finished by the job.").with().set(double(last_step_));
   r.gauge("wgtrain_learning_rate", "Current learning rate.").with().set(windows.front().lr);
+  if (windows.front().validation_loss >= 0)  // samples_per_validation > 0, after the first mini-epoch
+    r.gauge("wgtrain_validation_loss", "Loss on the validation set after the latest mini-epoch (all ranks).")
+        .with()
+        .set(windows.front().validation_loss);
   r.gauge("wgtrain_slowest_rank", "Rank with the lowest samples/s in the last window.").with().set(slow->rank);
   r.gauge("wgtrain_fastest_rank", "Rank with the highest samples/s in the last window.").with().set(fast->rank);
   auto& peak = r.gauge("wgtrain_job_memory_peak_max_bytes", "The largest memory peak of the last window, and where.");

@@ -50,7 +50,7 @@ for _ in $(seq 60); do get "$prom/-/ready" >/dev/null 2>&1 && get "$gw/-/ready" 
 
 # About 45 s of training here: long enough for discovery and the checks.
 mpirun -np 2 --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu_tiny.yml" \
-    --set run_root="$tmp/runs" --set run_id=e2e --set num_mini_epochs=700 \
+    --set run_root="$tmp/runs" --set run_id=e2e --set num_mini_epochs=700 --set samples_per_validation=4 \
     --set train_log_freq.metrics=5 --set train_log_freq.terminal=200 \
     --set telemetry.address=127.0.0.1 --set telemetry.file_sd_dir="$tmp/file_sd" \
     --set telemetry.pushgateway="$gw" > "$tmp/train.log" 2>&1 &

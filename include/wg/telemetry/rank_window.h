@@ -29,6 +29,7 @@ struct RankWindow {
   int64_t planned_peak_bytes = 0;
   double loss = 0;
   double lr = 0;
+  double validation_loss = -1;   // the latest validation loss (the same on every rank); < 0: none yet
   double samples_per_second = 0;
   double tokens_per_second = 0;
   double data_wait_seconds = 0;  // mean per step in the window
