@@ -117,13 +117,7 @@ void AnemoiStream::State::open(const StreamConfig& s, const Config& config) {
   token_size = s.token_size;
   store = anemoi_store_path(s, config.data_path);
   where = "stream '" + s.name + "' (store " + store + ")";
-  zarr::Group g = [&] {
-    try {
-      return zarr::Group::open(store);
-    } catch (const zarr::ZarrError& e) {
-      throw DataError("stream '" + s.name + "' (" + s.origin.str() + "): " + e.what());
-    }
-  }();
+  const zarr::Group g = zarr::Group::open(store);  // ZarrError: the constructor names the stream
   for (const char* a : {"data", "dates", "latitudes", "longitudes", "mean", "stdev"})
     if (!g.has_array(a)) throw DataError(where + ": the store has no array '" + a + "' (not an anemoi dataset?)");
   data = g.array("data", 2);

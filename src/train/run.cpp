@@ -136,10 +136,6 @@ torch::Device rank_device(const Config& config, const NodeInfo& node) {
   return torch::Device(torch::kCUDA, device_for_local_rank(node.local_rank, cuda_device_count()));
 }
 
-}  // namespace
-
-namespace {
-
 // Opens every stream's data on every rank (anemoi channels come from the
 // stores) and lets the ranks agree on the outcome: a store may be missing or
 // different on one node only, and no rank may wait for one that gave up.
@@ -254,7 +250,7 @@ int run_training(const CliOptions& options, const DistContext& dist) {
   } catch (const std::invalid_argument& e) {  // the same on every rank: a world size the config cannot use
     if (lead) spdlog::error("configuration: {}", e.what());
     return 2;
-  } catch (const DataError& e) {  // the same on every rank: the period is outside the data, no window
+  } catch (const DataError& e) {  // open_data passed, so only if the stores changed since: every rank reopened them
     if (lead) spdlog::error("data: {}", e.what());
     return 2;
   }

@@ -122,7 +122,7 @@ StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
     std::string oom_what;
     torch::Tensor loss;
     try {
-      loss = loss_(model_->forward(input), masked_targets(input), masked_valid(input));
+      loss = masked_loss(input);
       m.activation_bytes = memory_snapshot(device_name_).current_bytes - m.start_bytes;
       m.loss = loss.item<double>();
     } catch (const c10::OutOfMemoryError& e) {
@@ -187,7 +187,7 @@ int64_t Trainer::probe(const Batch& batch, PieceObserver* observer) {
   model_->set_observer(observer);
   try {
     ModelInput input = to_model_input(batch, device_);
-    torch::Tensor loss = loss_(model_->forward(input), masked_targets(input), masked_valid(input));
+    torch::Tensor loss = masked_loss(input);
     model_->set_observer(nullptr);
     loss.backward();  // GradSync is not begun: no exchange
   } catch (...) {
@@ -210,6 +210,10 @@ int64_t Trainer::steady_base_bytes() const {
   return memory_snapshot(device_name_).current_bytes + grads_missing + moments_missing;
 }
 
+torch::Tensor Trainer::masked_loss(const ModelInput& input) {
+  return loss_(model_->forward(input), masked_targets(input), masked_valid(input));
+}
+
 double Trainer::validate() {
   const int64_t n = dataset_.validation_steps();
   if (n == 0) return -1;
@@ -221,7 +225,7 @@ double Trainer::validate() {
     model_->eval();
     for (int64_t i = 0; i < n; ++i) {
       const ModelInput input = to_model_input(dataset_.validation_batch(i), device_);
-      sum += loss_(model_->forward(input), masked_targets(input), masked_valid(input)).item<double>();
+      sum += masked_loss(input).item<double>();
     }
     model_->train();
   }

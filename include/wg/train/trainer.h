@@ -129,6 +129,8 @@ class Trainer {
   int consecutive_skips_ = 0;
 
   bool any_rank(bool flag) const;  // the same answer on every rank
+  // Forward on `input` and the masked loss against its targets (NaN-free: validity applied).
+  torch::Tensor masked_loss(const ModelInput& input);
   void recompute_one_more_piece(int64_t step, const std::string& what);
 };
 
