@@ -17,11 +17,12 @@
 
 #include "bench_common.h"
 #include "wg/config/loader.h"
-#include "wg/train/auto_plan.h"
-#include "wg/train/cost_profiler.h"
+#include "wg/plan/auto_plan.h"
+#include "wg/plan/cost_profile.h"
 #include "wg/train/trainer.h"
 #include "wg/util/memory.h"
 #include "wg/util/threads.h"
+#include "wg/util/units.h"
 
 using namespace wg;
 
@@ -29,14 +30,14 @@ namespace {
 
 struct Measured {
   std::string name;
-  CheckpointPlan plan;
+  RecomputePlan plan;
   double seconds = 0;   // median step time
   int64_t peak = 0;     // largest step peak after the first step
   int64_t predicted = 0;
 };
 
-Measured measure(const Config& c, const std::string& name, const CheckpointPlan& plan, int steps) {
-  Trainer t(c, plan, torch::kCPU);
+Measured measure(const Config& c, const std::string& name, const RecomputePlan& plan, int steps) {
+  Trainer t(c, Dataset(c, 0, 1), plan, torch::kCPU);
   std::vector<double> times;
   Measured m{name, plan};
   for (int k = 0; k < steps + 1; ++k) {
@@ -53,36 +54,35 @@ Measured measure(const Config& c, const std::string& name, const CheckpointPlan&
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Options opts;
-  try {
-    opts = bench::parse_options(argc, argv, {"--plans", "--steps", "--out"});
-  } catch (const std::invalid_argument& e) {
-    std::cerr << e.what() << "\n";
-    return 2;
-  }
-  const ConfigSources& sources = opts.sources;
-  const int plans = opts.integer("--plans", 40), steps = opts.integer("--steps", 5);
-  const std::string out = opts.text("--out", "bench/results/auto_plan.json");
+  CLI::App app{"The automatic plan against measured plans (Pareto frontier of step time and peak)", "bench_auto_plan"};
+  ConfigSources sources;
+  bench::add_config_options(app, sources);
+  int plans = 40, steps = 5;
+  std::string out = "bench/results/auto_plan.json";
+  app.add_option("--plans", plans, "random plans measured")->capture_default_str();
+  app.add_option("--steps", steps, "steps per plan")->capture_default_str();
+  app.add_option("--out", out, "JSON results")->capture_default_str();
+  bench::parse_or_exit(app, argc, argv);
+  bench::default_config(sources);
   spdlog::set_level(spdlog::level::warn);
   install_counting_allocator();
   Config c = load_config(sources);
   c.num_mini_epochs = 100;
   set_compute_threads(c.num_threads > 0 ? c.num_threads : 1);
 
-  const CheckpointPlan base = resolve_checkpoint_plan(c);
-  const std::vector<std::string> keys = base.keys();
-  auto plan_of = [&](const std::function<bool(const std::string&, size_t)>& on) {
-    CheckpointPlan p = base;
-    for (size_t i = 0; i < keys.size(); ++i) p.set(keys[i], on(keys[i], i));
+  const RecomputePlan base = resolve_plan(c);
+  auto plan_of = [&](const std::function<bool(const PieceKey&)>& on) {
+    RecomputePlan p = base;
+    for (size_t i = 0; i < p.size(); ++i) p.set(i, on(p.pieces()[i]));
     return p;
   };
   std::vector<Measured> sample;
-  sample.push_back(measure(c, "none", plan_of([](const std::string&, size_t) { return false; }), steps));
-  sample.push_back(measure(c, "selective", plan_of([](const std::string& k, size_t) { return k.find(".attn") != std::string::npos; }), steps));
-  sample.push_back(measure(c, "full", plan_of([](const std::string&, size_t) { return true; }), steps));
+  sample.push_back(measure(c, "none", plan_of([](const PieceKey&) { return false; }), steps));
+  sample.push_back(measure(c, "selective", plan_of([](const PieceKey& k) { return k.is_attention(); }), steps));
+  sample.push_back(measure(c, "full", plan_of([](const PieceKey&) { return true; }), steps));
   std::mt19937 rng(7);
   for (int i = 0; i < plans; ++i)
-    sample.push_back(measure(c, "random" + std::to_string(i), plan_of([&](const std::string&, size_t) { return rng() % 2 == 1; }), steps));
+    sample.push_back(measure(c, "random" + std::to_string(i), plan_of([&](const PieceKey&) { return rng() % 2 == 1; }), steps));
   const int64_t none_peak = sample[0].peak, full_peak = sample[2].peak;
 
   std::printf("auto plan vs the best measured plan that fits (%zu plans measured, %d steps each)\n", sample.size(), steps);
@@ -102,8 +102,8 @@ int main(int argc, char** argv) {
     const int64_t budget = full_peak + int64_t(fractions[b] * double(none_peak - full_peak));
     AutoPlan a;
     {  // the planning trainer is gone before the plan is measured: its memory would count
-      Trainer t(c, base, torch::kCPU);
-      a = choose_auto_plan(t, t.planning_batch(), budget, base, {});
+      Trainer t(c, Dataset(c, 0, 1), base, torch::kCPU);
+      a = apply_auto_plan(t, budget, RankPlan{base}, c.auto_plan.oom_max_retries);
     }
     Measured m = measure(c, "auto", a.plan, steps);
     m.predicted = a.predicted_peak_bytes;
@@ -111,9 +111,9 @@ int main(int argc, char** argv) {
     for (const auto& s : sample)
       if (s.peak <= budget && (!best || s.seconds < best->seconds)) best = &s;
     if (!best || m.seconds < best->seconds) best = &m;
-    std::printf("%12.2f %10.2f %24s %12.2f %12.2f %10.2f %24s %12.2f %10.3f%s\n", double(budget) / 1048576.0,
-                fractions[b], a.plan.summary().c_str(), m.seconds * 1e3, double(m.peak) / 1048576.0,
-                double(m.predicted) / 1048576.0, best->plan.summary().c_str(), best->seconds * 1e3,
+    std::printf("%12.2f %10.2f %24s %12.2f %12.2f %10.2f %24s %12.2f %10.3f%s\n", double(budget) / kMiB,
+                fractions[b], a.plan.summary().c_str(), m.seconds * 1e3, double(m.peak) / kMiB,
+                double(m.predicted) / kMiB, best->plan.summary().c_str(), best->seconds * 1e3,
                 m.seconds / best->seconds, m.peak > budget ? "  OVER BUDGET" : "");
     char row[512];
     std::snprintf(row, sizeof row,

@@ -25,16 +25,16 @@ using namespace wg;
 
 int main(int argc, char** argv) {
   DistContext dist(&argc, &argv);
-  bench::Options opts;
-  try {
-    opts = bench::parse_options(argc, argv, {"--steps", "--warmup", "--bucket-mb"});
-  } catch (const std::invalid_argument& e) {
-    if (dist.rank() == 0) std::cerr << e.what() << "\n";
-    return 2;
-  }
-  const ConfigSources& sources = opts.sources;
-  const int steps = opts.integer("--steps", 20), warmup = opts.integer("--warmup", 3);
-  std::vector<double> buckets = opts.numbers("--bucket-mb");
+  CLI::App app{"Data-parallel step time over MPI ranks, per gradient bucket size", "bench_data_parallel"};
+  ConfigSources sources;
+  bench::add_config_options(app, sources);
+  int steps = 20, warmup = 3;
+  std::vector<double> buckets;
+  app.add_option("--steps", steps, "measured steps")->capture_default_str();
+  app.add_option("--warmup", warmup, "warm-up steps")->capture_default_str();
+  app.add_option("--bucket-mb", buckets, "gradient bucket bound in MiB (repeatable; default 25)")->allow_extra_args(false);
+  bench::parse_or_exit(app, argc, argv, dist.rank());
+  bench::default_config(sources);
   if (buckets.empty()) buckets = {25};
   spdlog::set_level(spdlog::level::warn);
   install_counting_allocator();
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
 
   for (double mb : buckets) {
     config.ddp_bucket_mb = mb;
-    Trainer t(config, resolve_checkpoint_plan(config), torch::kCPU, &dist, comm.get());
+    Trainer t(config, Dataset(config, dist.rank(), dist.size()), resolve_plan(config), torch::kCPU, &dist, comm.get());
     std::vector<double> times;
     double comm_s = 0, exposed_s = 0;
     for (int k = 0; k < warmup + steps; ++k) {

@@ -39,12 +39,13 @@
 #include "wg/data/dataset.h"
 #include "wg/io/safetensors.h"
 #include "wg/io/weights.h"
-#include "wg/model/checkpoint_plan.h"
+#include "wg/plan/recompute_plan.h"
 #include "wg/train/batch_tensors.h"
 #include "wg/train/loss.h"
 #include "wg/train/trainer.h"
 #include "wg/util/memory.h"
 #include "wg/util/threads.h"
+#include "wg/util/units.h"
 
 using namespace wg;
 namespace fs = std::filesystem;
@@ -61,14 +62,14 @@ const char* kCppMemoryMethod =
 struct Mode {
   const char* name;       // as reported
   const char* twin_name;  // the twin's --modes name
-  CheckpointMode mode;
+  RecomputeMode mode;
   int every_n;
 };
 
-const Mode kModes[] = {{"none", "none", CheckpointMode::None, 1},
-                       {"selective", "selective", CheckpointMode::Selective, 1},
-                       {"every_n=2", "every_n", CheckpointMode::EveryN, 2},
-                       {"full", "full", CheckpointMode::Full, 1}};
+const Mode kModes[] = {{"none", "none", RecomputeMode::None, 1},
+                       {"selective", "selective", RecomputeMode::Selective, 1},
+                       {"every_n=2", "every_n", RecomputeMode::EveryN, 2},
+                       {"full", "full", RecomputeMode::Full, 1}};
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -91,20 +92,23 @@ std::string loadavg() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Options opts;
-  try {
-    opts = bench::parse_options(argc, argv, {"--threads", "--rounds", "--warmup", "--steps", "--batches", "--out"},
-                                {"--no-plot", "--breakdown"});
-  } catch (const std::invalid_argument& e) {
-    std::cerr << e.what() << "\n";
-    return 2;
-  }
-  const ConfigSources& sources = opts.sources;
-  const int threads = opts.integer("--threads", 2), rounds = opts.integer("--rounds", 3),
-            warmup = opts.integer("--warmup", 2), steps = opts.integer("--steps", 10),
-            num_batches = opts.integer("--batches", 8);
-  const bool plot = !opts.flag("--no-plot"), breakdown = opts.flag("--breakdown");
-  const std::string out = opts.text("--out", "bench/results/vs_pytorch.json");
+  CLI::App app{"The C++ trainer against its PyTorch twin, per recomputation mode, side by side", "bench_vs_pytorch"};
+  ConfigSources sources;
+  bench::add_config_options(app, sources);
+  int threads = 2, rounds = 3, warmup = 2, steps = 10, num_batches = 8;
+  bool no_plot = false, breakdown = false;
+  std::string out = "bench/results/vs_pytorch.json";
+  app.add_option("--threads", threads, "intra-op threads of both sides")->capture_default_str();
+  app.add_option("--rounds", rounds, "alternating rounds")->capture_default_str();
+  app.add_option("--warmup", warmup, "warm-up steps per round")->capture_default_str();
+  app.add_option("--steps", steps, "measured steps per round")->capture_default_str();
+  app.add_option("--batches", num_batches, "distinct batches cycled through")->capture_default_str();
+  app.add_option("--out", out, "JSON results")->capture_default_str();
+  app.add_flag("--no-plot", no_plot, "skip the plot");
+  app.add_flag("--breakdown", breakdown, "time forward, backward and optimizer separately");
+  bench::parse_or_exit(app, argc, argv);
+  bench::default_config(sources);
+  const bool plot = !no_plot;
   // Same thread environment as the twin's process: OpenMP reads it when it
   // loads, so the benchmark re-executes itself once with it set.
   const std::string omp = std::to_string(std::max(1, threads));
@@ -163,8 +167,9 @@ int main(int argc, char** argv) {
   bf.metadata["num_batches"] = std::to_string(num_batches);
   write_safetensors(batches_path, bf);
   {
+    const auto shapes = Dataset(base, 0, 1).stream_shapes();
     torch::manual_seed(base.seed);
-    WeatherModel init(base);
+    WeatherModel init(base, shapes);
     save_weights(*init, weights_path);
   }
 
@@ -186,10 +191,10 @@ int main(int argc, char** argv) {
     // C++: every mode, a fresh trainer from the same weights.
     for (size_t i = 0; i < nm; ++i) {
       const Config c = bench::with_mode(base, kModes[i].mode, kModes[i].every_n);
-      const CheckpointPlan plan = resolve_checkpoint_plan(c);
+      const RecomputePlan plan = resolve_plan(c);
       pieces_recomputed[i] = plan.pieces_recomputed();
       pieces_total[i] = plan.pieces_total();
-      Trainer t(c, plan, torch::kCPU);
+      Trainer t(c, Dataset(c, 0, 1), plan, torch::kCPU);
       load_weights(*t.model(), weights_path);
       torch::manual_seed(base.seed);  // same dropout draws for every mode
       for (int k = 0; k < warmup + steps; ++k) {
@@ -245,7 +250,7 @@ int main(int argc, char** argv) {
   // the same phases as the trainer's step_on (lr schedule update left out)
   nlohmann::json phases = nullptr;
   if (breakdown) {
-    Trainer t(base, resolve_checkpoint_plan(bench::with_mode(base, CheckpointMode::None, 1)), torch::kCPU);
+    Trainer t(base, Dataset(base, 0, 1), resolve_plan(bench::with_mode(base, RecomputeMode::None, 1)), torch::kCPU);
     load_weights(*t.model(), weights_path);
     MaskedLoss loss_fn(base);
     auto params = t.model()->parameters();
@@ -290,7 +295,7 @@ int main(int argc, char** argv) {
     char pieces[32];
     std::snprintf(pieces, sizeof pieces, "%d/%d", pieces_recomputed[i], pieces_total[i]);
     std::printf("%-10s %9s %12.2f %12.2f %10.2f %10.2f %12.2f %12.2f %9.3fx %10.3f\n", kModes[i].name, pieces,
-                tc * 1e3, tt * 1e3, 1 / tc, 1 / tt, cpp_peak[i] / 1048576.0, torch_peak[i] / 1048576.0, speedup,
+                tc * 1e3, tt * 1e3, 1 / tc, 1 / tt, cpp_peak[i] / kMiB, torch_peak[i] / kMiB, speedup,
                 mem_ratio);
     modes.push_back({{"mode", kModes[i].name},
                      {"pieces_recomputed", pieces_recomputed[i]},

@@ -144,16 +144,20 @@ std::string hex64(uint64_t v) {
 int main(int argc, char** argv) {
   using json = nlohmann::json;
   try {
-    const auto opt = wg::bench::parse_options(argc, argv, {"--store", "--threads", "--passes", "--seed", "--array"},
-                                              {"--cold"});
-    const std::string store = opt.text("--store", "");
-    if (store.empty()) throw std::invalid_argument("--store PATH is required");
+    CLI::App app{"Zarr read throughput of one anemoi-like array, per thread count", "bench_zarr_read"};
+    std::string store, name = "data";
     std::vector<int> thread_counts;
-    for (double t : opt.numbers("--threads")) thread_counts.push_back(static_cast<int>(t));
+    int passes = 5;
+    uint64_t seed = 1234;
+    bool cold = false;
+    app.add_option("--store", store, "the Zarr store")->required()->type_name("PATH");
+    app.add_option("--threads", thread_counts, "reader threads (repeatable; default 1 and 2)")->allow_extra_args(false);
+    app.add_option("--passes", passes, "passes over the dates")->capture_default_str();
+    app.add_option("--seed", seed, "shuffles the date order")->capture_default_str();
+    app.add_option("--array", name, "the array to read")->capture_default_str();
+    app.add_flag("--cold", cold, "drop the page cache before each pass (root)");
+    wg::bench::parse_or_exit(app, argc, argv);
     if (thread_counts.empty()) thread_counts = {1, 2};
-    const int passes = opt.integer("--passes", 5);
-    const uint64_t seed = static_cast<uint64_t>(opt.integer("--seed", 1234));
-    const std::string name = opt.text("--array", "data");
 
     const wg::zarr::Group group = wg::zarr::Group::open(store);
     Reader r{group.array(name, /*cache_chunks=*/2, /*blosc_threads=*/1), 0, 0, 0};
@@ -172,7 +176,7 @@ int main(int argc, char** argv) {
                        {"cells", r.cells},    {"pass_bytes", r.pass_bytes()},
                        {"chunk_bytes", m.chunk_bytes()}};
 
-    if (opt.flag("--cold"))
+    if (cold)
       for (int t : thread_counts) {
         evict(r.array.path());
         const Timing s = run_pass(r, shuffled_dates(r.dates, seed), t, buffers);

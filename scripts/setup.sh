@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libblosc-dev
   python3-torch python3-numpy python3-yaml python3-matplotlib
   python3-zarr python3-numcodecs
+  libcli11-dev prometheus-cpp-dev libhealpix-cxx-dev python3-astropy-healpix
   libcivetweb-dev prometheus prometheus-pushgateway
   slurm-wlm munge
 )

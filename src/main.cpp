@@ -1,23 +1,29 @@
-// wgtrain: MPI up, parse the command line, run, map failures to exit codes.
-// A rank that fails ends the whole job (MPI_Abort), naming itself, so no
-// rank waits forever in a collective.
+// wgtrain: MPI up, the command line, the run, and the one place where
+// failures become exit codes (wg/train/run_error.h). A rank that fails on
+// its own ends the whole job (MPI_Abort), naming itself, so no rank waits
+// forever in a collective.
 #include <spdlog/spdlog.h>
 
 #include <iostream>
 
 #include "wg/dist/context.h"
+#include "wg/train/cli.h"
 #include "wg/train/run.h"
+#include "wg/train/run_error.h"
+#include "wg/train/stop_request.h"
 
 int main(int argc, char** argv) {
+  wg::install_stop_handlers();  // first: a USR1 or TERM this early stops the run at its first step
   wg::DistContext dist(&argc, &argv);
   try {
-    const wg::CliOptions options = wg::parse_cli({argv + 1, argv + argc});
-    if (options.help) { if (dist.rank() == 0) std::cout << wg::usage(); return 0; }
-    if (options.version) { if (dist.rank() == 0) std::cout << "wgtrain " << WG_VERSION << "\n"; return 0; }
+    const wg::CliOptions options = wg::parse_cli(argc, argv);
+    if (options.exit_now) {
+      if (dist.rank() == 0) std::cout << options.output;
+      return 0;
+    }
     return wg::run_training(options, dist);
-  } catch (const std::invalid_argument& e) {  // the command line: the same on every rank
-    if (dist.rank() == 0) std::cerr << "error: " << e.what() << "\n" << wg::usage();
-    return 2;
+  } catch (const wg::RunError& e) {
+    return wg::report(e, dist);
   } catch (const std::exception& e) {
     spdlog::error("rank {} of {} failed: {}", dist.rank(), dist.size(), e.what());
     if (dist.size() > 1) dist.abort(1);

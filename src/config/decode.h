@@ -1,7 +1,7 @@
 // Private to the config loader: the known keys, and the typed decoding and
-// validation of a merged tree into Config / StreamConfig (decode.cpp), the
-// gradient-checkpointing keys (checkpoint_keys.cpp) and the per-node rules
-// (node_rules.cpp).
+// validation of a merged tree into Config / StreamConfig (decode.cpp, with
+// the per-key rules in decode_rules.cpp), the activation-recomputation keys
+// (recompute_keys.cpp) and the per-node rules (node_rules.cpp).
 #pragma once
 
 #include <optional>
@@ -11,6 +11,7 @@
 
 #include "config/yaml_tree.h"
 #include "wg/config/config.h"
+#include "wg/config/recompute_sections.h"
 
 namespace wg::cfg {
 
@@ -53,22 +54,14 @@ std::optional<long long> as_int(const YAML::Node& n);
 std::optional<bool> as_bool(const YAML::Node& n);
 std::optional<double> as_number(const YAML::Node& n);  // finite numbers only
 
-// ---- checkpoint_keys.cpp: the gradient-checkpointing keys ----------------
-const std::vector<std::string>& checkpoint_keys();           // all of them (canonical)
-const std::vector<std::string>& checkpoint_required_keys();  // the three section booleans
+// ---- recompute_keys.cpp: the activation-recomputation keys ---------------
+const std::vector<std::string>& recompute_keys();           // all of them (canonical)
+const std::vector<std::string>& recompute_required_keys();  // the sections' booleans
 // Resolves Config::gradient_checkpointing; adds failed keys to `bad`.
-void decode_checkpointing(const Tree& tree, Config& cfg, bool warn, Problems& problems,
-                          std::set<std::string>& bad);
+void decode_recompute(const Tree& tree, Config& cfg, bool warn, Problems& problems, std::set<std::string>& bad);
 // Block indices against the sections' block counts (needs the streams).
-void check_checkpoint_blocks(const Tree& tree, const Config& cfg, const std::set<std::string>& bad,
-                             Problems& problems);
-
-// The three sections, by their key (embed, latent, pred).
-struct CheckpointSection {
-  const char* name;
-  SectionCheckpointConfig CheckpointConfig::*field;
-};
-const std::vector<CheckpointSection>& checkpoint_sections();
+void check_recompute_blocks(const Tree& tree, const Config& cfg, const std::set<std::string>& bad,
+                            Problems& problems);
 
 // One part of a section as given: its value, where it was set, and its key as
 // named in messages (e.g. "gradient_checkpointing.latent.every_n").
@@ -88,13 +81,12 @@ struct SectionInput {
 };
 // The one section parser (mode, every_n, blocks and their rules) of both
 // forms. The result has set == true; failed keys are added to `bad`.
-SectionCheckpointConfig decode_section(const SectionInput& in, Problems& problems,
-                                       std::set<std::string>& bad);
-// Block indices of `sc` (section `field`) against that section's block count;
-// `key` and `at` name the blocks in messages.
-void check_section_blocks(const SectionCheckpointConfig& sc, SectionCheckpointConfig CheckpointConfig::*field,
-                          const std::string& key, const Origin& at, const Config& cfg,
-                          const std::set<std::string>& bad, Problems& problems);
+SectionRecompute decode_section(const SectionInput& in, Problems& problems, std::set<std::string>& bad);
+// Block indices of `sc` against `section`'s block count; `key` and `at`
+// name the blocks in messages.
+void check_section_blocks(const SectionRecompute& sc, const RecomputeSectionInfo& section, const std::string& key,
+                          const Origin& at, const Config& cfg, const std::set<std::string>& bad,
+                          Problems& problems);
 
 // ---- node_rules.cpp: checkpoint_node_rules -------------------------------
 inline const char* const kNodeRulesKey = "checkpoint_node_rules";

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "config/decode.h"
+#include "config/decode_rules.h"
 #include "config/yaml_tree.h"
 
 #ifndef WG_CONFIG_DIR
@@ -218,37 +219,70 @@ std::string stream_yaml(const StreamConfig& s) {
   return out.c_str();
 }
 
+std::string record_of(Loaded& loaded) {
+  const Config& c = loaded.config;
+  // streams_directory is written resolved, so the file reloads from anywhere.
+  if (!loaded.tree.find("streams_directory"))
+    loaded.tree.set("streams_directory",
+                    Leaf{YAML::Node(c.streams_directory), Origin{"the built-in value", 0}, SourceKind::File,
+                         "streams_directory"});
+  std::map<std::string, EmitOverride> overrides = {{"streams_directory", {c.streams_directory, " (resolved)"}},
+                                                   {"data_path", {c.data_path, " (resolved)"}}};
+  // A section boolean the structured form overrides is left out (it has no effect).
+  for (const auto& sec : recompute_sections())
+    if ((c.gradient_checkpointing.*sec.field).set) overrides[sec.flag].omit = true;
+  std::ostringstream text;
+  text << "# Resolved configuration: every key, with where it was set.\n"
+       << "# Loads back on its own (without default_config.yml).\n"
+       << emit_tree(loaded.tree, overrides)
+       << "\n# ---- streams, as loaded from streams_directory (read from there again on reload) ----\n";
+  for (const auto& s : c.streams) {
+    text << "# " << s.origin.str() << "\n";
+    std::istringstream lines(stream_yaml(s));
+    for (std::string line; std::getline(lines, line);) text << "# " << line << "\n";
+  }
+  return text.str();
+}
+
 }  // namespace
 }  // namespace cfg
+
+LoadedConfig load_run_config(const ConfigSources& sources) {
+  cfg::Loaded loaded = cfg::load_all(sources, true);
+  LoadedConfig out;
+  out.resolved_yaml = cfg::record_of(loaded);
+  out.config = std::move(loaded.config);
+  return out;
+}
 
 Config load_config(const ConfigSources& sources) { return cfg::load_all(sources, true).config; }
 
 std::string resolved_config_yaml(const ConfigSources& sources) {
   cfg::Loaded loaded = cfg::load_all(sources, false);
-  const Config& c = loaded.config;
-  // streams_directory is written resolved, so the file reloads from anywhere.
-  if (!loaded.tree.find("streams_directory"))
-    loaded.tree.set("streams_directory",
-                    cfg::Leaf{YAML::Node(c.streams_directory), Origin{"the built-in value", 0},
-                              cfg::SourceKind::File, "streams_directory"});
-  std::map<std::string, cfg::EmitOverride> overrides = {{"streams_directory", {c.streams_directory, " (resolved)"}},
-                                                         {"data_path", {c.data_path, " (resolved)"}}};
-  // A section boolean the structured form overrides is left out (it has no effect).
-  const auto& gc = c.gradient_checkpointing;
-  if (gc.embed.set) overrides["embed_gradient_checkpoint_mode"].omit = true;
-  if (gc.latent.set) overrides["ae_global_gradient_checkpoint_mode"].omit = true;
-  if (gc.pred.set) overrides["pred_gradient_checkpoint_mode"].omit = true;
-  std::ostringstream text;
-  text << "# Resolved configuration: every key, with where it was set.\n"
-       << "# Loads back on its own (without default_config.yml).\n"
-       << cfg::emit_tree(loaded.tree, overrides)
-       << "\n# ---- streams, as loaded from streams_directory (read from there again on reload) ----\n";
-  for (const auto& s : c.streams) {
-    text << "# " << s.origin.str() << "\n";
-    std::istringstream lines(cfg::stream_yaml(s));
-    for (std::string line; std::getline(lines, line);) text << "# " << line << "\n";
+  return cfg::record_of(loaded);
+}
+
+std::vector<std::string> default_disagreements(const std::string& default_text) {
+  using namespace cfg;
+  Problems problems;
+  std::vector<std::string> out;
+  const auto doc = parse_yaml(default_text, kDefaultSource, problems);
+  Config decoded;
+  if (doc) {
+    const Tree tree = flatten_document(*doc, kDefaultSource, SourceKind::Default, config_aliases(), problems);
+    decode_config(tree, decoded, false, problems);
+    const Config fresh;
+    for (const auto& rule : config_rules())
+      if (tree.find(rule.key) && !rule.same(fresh, decoded)) out.push_back(rule.key);
+    for (const auto& sec : recompute_sections()) {
+      const SectionRecompute &a = fresh.gradient_checkpointing.*sec.field, &b = decoded.gradient_checkpointing.*sec.field;
+      if (a.mode != b.mode || a.every_n != b.every_n || a.blocks != b.blocks) out.push_back(sec.flag);
+    }
+    if (!fresh.checkpoint_node_rules.empty() || !decoded.checkpoint_node_rules.empty())
+      out.push_back(kNodeRulesKey);
   }
-  return text.str();
+  for (const auto& p : problems) out.push_back("problem: " + p);
+  return out;
 }
 
 }  // namespace wg

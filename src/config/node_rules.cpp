@@ -35,11 +35,7 @@ std::string num_text(double v) {
   return s.str();
 }
 
-std::vector<std::string> section_names() {
-  std::vector<std::string> out;
-  for (const auto& sec : checkpoint_sections()) out.push_back(sec.name);
-  return out;
-}
+std::vector<std::string> section_names() { return recompute_section_names(); }
 
 // Why `p` is not a usable fnmatch pattern (unclosed brackets or character
 // classes, unknown class names, a trailing backslash), or nothing.
@@ -182,14 +178,14 @@ void decode_match(Ctx& c, const Entry& e, const std::string& path, NodeRuleMatch
                                  num_text(out.max_device_memory_gib) + ", set at " + bound[1]->origin.str() + ")");
 }
 
-void decode_set(Ctx& c, const Entry& e, const std::string& path, CheckpointConfig& out) {
+void decode_set(Ctx& c, const Entry& e, const std::string& path, RecomputeConfig& out) {
   if (!e.value.IsMap() || e.value.size() == 0) {
     c.fail(e.origin, path + " must be a non-empty map of sections (" + join(section_names()) +
                          "), each a mode or {mode, every_n, blocks}, " + got(e.value));
     return;
   }
   c.check_keys(e.value, path, e.origin, section_names(), "section");
-  for (const auto& sec : checkpoint_sections()) {
+  for (const auto& sec : recompute_sections()) {
     const auto s = c.entry(e.value, sec.name, e.origin);
     if (!s) continue;
     SectionInput in;
@@ -265,12 +261,12 @@ void check_node_rule_blocks(const Tree& tree, const Config& cfg, const std::set<
     const NodeRule& rule = cfg.checkpoint_node_rules[index];
     const std::string path = std::string(kNodeRulesKey) + "[" + std::to_string(index++) + "].set";
     const auto set = c.entry(r, "set", rule.origin);
-    for (const auto& sec : checkpoint_sections()) {
+    for (const auto& sec : recompute_sections()) {
       const auto s = set ? c.entry(set->value, sec.name, set->origin) : std::nullopt;
       const auto b = s && s->value.IsMap() ? c.entry(s->value, "blocks", s->origin) : std::nullopt;
       if (b)
-        check_section_blocks(rule.set.*sec.field, sec.field, path + "." + sec.name + ".blocks", b->origin, cfg,
-                             bad, problems);
+        check_section_blocks(rule.set.*sec.field, sec, path + "." + sec.name + ".blocks", b->origin, cfg, bad,
+                             problems);
     }
   }
 }

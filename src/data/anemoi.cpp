@@ -354,9 +354,4 @@ void AnemoiStream::sample(int64_t t0, std::vector<float>& values, std::vector<ui
   }
 }
 
-void resolve_anemoi_streams(Config& config) {
-  for (StreamConfig& s : config.streams)
-    if (s.type == "anemoi" && s.channels.empty()) s.channels = AnemoiStream(s, config).channels();
-}
-
 }  // namespace wg

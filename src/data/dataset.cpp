@@ -40,9 +40,11 @@ Dataset::Dataset(const Config& config, int rank, int world)
     if (s.type == "synthetic") {
       synthetic_.emplace_back(SyntheticStream(s, config.seed));
       anemoi_.emplace_back();
+      shapes_.push_back({s.name, s.token_size, s.synthetic.num_channels, {}});
     } else if (s.type == "anemoi") {
       synthetic_.emplace_back();
       anemoi_.push_back(std::make_shared<const AnemoiStream>(s, config));
+      shapes_.push_back({s.name, s.token_size, anemoi_.back()->num_channels(), anemoi_.back()->channels()});
       any_anemoi = true;
     } else {
       throw std::invalid_argument("stream '" + s.name + "' (" + s.origin.str() + "): type '" + s.type +
@@ -103,7 +105,7 @@ int64_t Dataset::skipped_samples() const { return shared_->skipped.load(); }
 
 double Dataset::planning_masking_rate() const {
   if (!masking_rate_sampling_) return -1;  // every batch has the same counts
-  return std::max(0.05, masking_rate_ - 2.5 * 0.1 / std::sqrt(double(batch_per_rank_)));
+  return std::max(kMaskingRateFloor, masking_rate_ - 2.5 * kMaskingRateSpread / std::sqrt(double(batch_per_rank_)));
 }
 
 int64_t Dataset::read_window(const std::vector<int64_t>& list, int64_t pos, std::vector<std::vector<float>>& values,

@@ -43,8 +43,8 @@ std::vector<uint8_t> token_mask(uint64_t seed, int64_t sample_id, uint64_t strea
                                 double rate, bool sample_rate) {
   std::mt19937_64 rng(mix_seed(mix_seed(seed, stream_hash), 0xC0FFEEull + uint64_t(sample_id)));
   if (sample_rate) {
-    std::normal_distribution<double> n(rate, 0.1);
-    rate = std::clamp(n(rng), 0.05, 0.95);
+    std::normal_distribution<double> n(rate, kMaskingRateSpread);
+    rate = std::clamp(n(rng), kMaskingRateFloor, 1.0 - kMaskingRateFloor);
   }
   const int masked = std::clamp(int(std::lround(rate * tokens)), 1, std::max(1, tokens - 1));
   std::vector<int> order(static_cast<size_t>(tokens));

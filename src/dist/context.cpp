@@ -136,6 +136,33 @@ void DistContext::barrier() const {
   wait_politely(&r);
 }
 
+struct AsyncGather::Request {
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+AsyncGather::AsyncGather(const DistContext& dist, size_t record_bytes, int root)
+    : dist_(dist), record_bytes_(record_bytes), root_(root), request_(std::make_unique<Request>()) {}
+
+AsyncGather::~AsyncGather() = default;
+
+void AsyncGather::start(const void* record) {
+  if (active_) wait();
+  sent_.assign(static_cast<const unsigned char*>(record), static_cast<const unsigned char*>(record) + record_bytes_);
+  received_.assign(dist_.rank() == root_ ? record_bytes_ * size_t(dist_.size()) : 0, 0);
+  WG_MPI_CHECK(MPI_Igather(sent_.data(), int(record_bytes_), MPI_BYTE,
+                           dist_.rank() == root_ ? received_.data() : nullptr, int(record_bytes_), MPI_BYTE, root_,
+                           MPI_COMM_WORLD, &request_->request));
+  active_ = true;
+}
+
+const std::vector<unsigned char>& AsyncGather::wait() {
+  if (active_) {
+    wait_politely(&request_->request);
+    active_ = false;
+  }
+  return received_;
+}
+
 void DistContext::abort(int code) const {
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);

@@ -6,7 +6,6 @@
 
 #include "wg/io/safetensors.h"
 #include "wg/io/weights.h"
-#include "wg/train/trainer.h"
 
 namespace wg {
 
@@ -14,12 +13,13 @@ namespace {
 std::string state_key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
 }  // namespace
 
-void save_training_state(const std::string& path, Trainer& trainer, int64_t next_step) {
-  SafetensorsFile f = weights_file(*trainer.model(), DType::F32, "model.");
+void save_training_state(const std::string& path, const torch::nn::Module& model, torch::optim::AdamW& optimizer,
+                         int64_t next_step) {
+  SafetensorsFile f = weights_file(model, DType::F32, "model.");
   f.metadata["format"] = "wgtrain-training-state";
   f.metadata["next_step"] = std::to_string(next_step);
-  auto& state = trainer.optimizer().state();
-  for (const auto& p : trainer.model()->named_parameters()) {
+  auto& state = optimizer.state();
+  for (const auto& p : model.named_parameters()) {
     auto it = state.find(state_key(p.value()));
     if (it == state.end()) continue;  // never updated yet
     const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
@@ -31,7 +31,7 @@ void save_training_state(const std::string& path, Trainer& trainer, int64_t next
   write_safetensors(path, f);
 }
 
-int64_t load_training_state(const std::string& path, Trainer& trainer) {
+int64_t load_training_state(const std::string& path, torch::nn::Module& model, torch::optim::AdamW& optimizer) {
   const SafetensorsFile f = read_safetensors(path);
   auto step_it = f.metadata.find("next_step");
   if (f.metadata.count("format") == 0 || f.metadata.at("format") != "wgtrain-training-state" || step_it == f.metadata.end())
@@ -39,7 +39,7 @@ int64_t load_training_state(const std::string& path, Trainer& trainer) {
   // Optimizer moments must come in complete triples for known parameters.
   std::vector<std::string> problems;
   std::map<std::string, torch::Tensor> params;
-  for (const auto& p : trainer.model()->named_parameters()) params[p.key()] = p.value();
+  for (const auto& p : model.named_parameters()) params[p.key()] = p.value();
   for (const auto& r : f.tensors) {
     if (r.name.rfind("optimizer.", 0) != 0) continue;
     const std::string rest = r.name.substr(10);
@@ -53,9 +53,9 @@ int64_t load_training_state(const std::string& path, Trainer& trainer) {
       problems.push_back("wrong shape: " + r.name);
   }
   if (!problems.empty()) throw WeightsMismatchError(path, problems);
-  load_weights(*trainer.model(), f, {"model.", ""}, path);  // checks names and shapes itself
+  load_weights(model, f, {"model.", ""}, path);  // checks names and shapes itself
 
-  auto& state = trainer.optimizer().state();
+  auto& state = optimizer.state();
   for (const auto& [name, p] : params) {
     const TensorRecord* m = f.find("optimizer." + name + ".exp_avg");
     if (!m) continue;

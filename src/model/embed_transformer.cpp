@@ -3,6 +3,8 @@
 // only flips Piece::recompute; forward is one loop over the pieces.
 #include "wg/model/embed_transformer.h"
 
+#include "wg/data/batch.h"
+
 namespace wg {
 
 StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : o_(o) {
@@ -38,36 +40,35 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
     unembed_full_ = register_module("unembed", torch::nn::Linear(o.num_channels * o.dim_embed, total - e_));
   }
   if (o.embed_size_centroids > 0)
-    embed_centroids = register_module("embed_centroids", torch::nn::Linear(5, e_));
+    embed_centroids = register_module("embed_centroids", torch::nn::Linear(kCentroidFeatures, e_));
   dropout_final = register_module("dropout_final", torch::nn::Dropout(o.dropout_final_rate));
-  set_plan(EmbedPlan{});
+  build_pieces();
 }
 
-void StreamEmbedTransformerImpl::set_plan(const EmbedPlan& plan) {
-  auto flag = [](const std::vector<BlockPlan>& b, size_t i, bool BlockPlan::*m) { return i < b.size() && b[i].*m; };
-  const std::string section = "embed." + plan.stream;
-  auto key = [&](const std::string& piece) { return CheckpointPlan::key(section, piece); };
-  pieces_.clear();
-  pieces_.push_back({key("input"), [this](const torch::Tensor& x) {
+void StreamEmbedTransformerImpl::build_pieces() {
+  const auto key = [this](PieceKind kind, int block = -1) {
+    return PieceKey{"embed", o_.stream, block, kind};
+  };
+  pieces_.push_back({key(PieceKind::Input),
+                     [this](const torch::Tensor& x) {
                        torch::Tensor h = embed(x.transpose(-2, -1));  // [N, C, dim_embed]
                        return h + harmonic_encoding(h.size(1), h.size(2), h.options());
                      },
-                     embed->parameters(), plan.input});
+                     embed->parameters()});
   for (size_t i = 0; i < attention_.size(); ++i) {
     auto attn = attention_[i];
     auto mlp = mlp_[i];
-    const std::string block = "block" + std::to_string(i);
-    pieces_.push_back({key(block + ".attn"), [attn](const torch::Tensor& x) mutable { return attn->forward(x); },
-                       attn->parameters(), flag(plan.blocks, i, &BlockPlan::attn)});
-    pieces_.push_back({key(block + ".mlp"), [mlp](const torch::Tensor& x) mutable { return mlp->forward(x); },
-                       mlp->parameters(), flag(plan.blocks, i, &BlockPlan::mlp)});
+    pieces_.push_back({key(PieceKind::Attention, int(i)),
+                       [attn](const torch::Tensor& x) mutable { return attn->forward(x); }, attn->parameters()});
+    pieces_.push_back({key(PieceKind::Mlp, int(i)), [mlp](const torch::Tensor& x) mutable { return mlp->forward(x); },
+                       mlp->parameters()});
   }
   std::vector<torch::Tensor> readout_params;
   for (auto& m : ln_block_) for (auto& p : m->parameters()) readout_params.push_back(p);
   for (auto& m : unembed_block_) for (auto& p : m->parameters()) readout_params.push_back(p);
   if (ln_full_) for (auto& p : ln_full_->parameters()) readout_params.push_back(p);
   if (unembed_full_) for (auto& p : unembed_full_->parameters()) readout_params.push_back(p);
-  pieces_.push_back({key("readout"), [this](const torch::Tensor& x) { return readout(x); }, readout_params, plan.readout});
+  pieces_.push_back({key(PieceKind::Readout), [this](const torch::Tensor& x) { return readout(x); }, readout_params});
 }
 
 torch::Tensor StreamEmbedTransformerImpl::readout(const torch::Tensor& x) {

@@ -12,20 +12,13 @@ LatentEngineImpl::LatentEngineImpl(const LatentOptions& o) {
     layers->push_back(mlp_.back());
   }
   ln_out = register_module("ln_out", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim}).eps(1e-5)));
-  set_plan(LatentPlan{});
-}
-
-void LatentEngineImpl::set_plan(const LatentPlan& plan) {
-  pieces_.clear();
   for (size_t i = 0; i < attention_.size(); ++i) {
-    const BlockPlan b = i < plan.blocks.size() ? plan.blocks[i] : BlockPlan{};
     auto attn = attention_[i];
     auto mlp = mlp_[i];
-    const std::string block = "block" + std::to_string(i);
-    pieces_.push_back({CheckpointPlan::key("latent", block + ".attn"),
-                       [attn](const torch::Tensor& x) mutable { return attn->forward(x); }, attn->parameters(), b.attn});
-    pieces_.push_back({CheckpointPlan::key("latent", block + ".mlp"),
-                       [mlp](const torch::Tensor& x) mutable { return mlp->forward(x); }, mlp->parameters(), b.mlp});
+    pieces_.push_back({PieceKey::in_block("latent", "", int(i), PieceKind::Attention),
+                       [attn](const torch::Tensor& x) mutable { return attn->forward(x); }, attn->parameters()});
+    pieces_.push_back({PieceKey::in_block("latent", "", int(i), PieceKind::Mlp),
+                       [mlp](const torch::Tensor& x) mutable { return mlp->forward(x); }, mlp->parameters()});
   }
 }
 
@@ -38,13 +31,9 @@ PredHeadImpl::PredHeadImpl(int dim_in, int hidden, int dim_out) {
                                          torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim_in}).eps(1e-5)),
                                          torch::nn::Linear(dim_in, hidden), torch::nn::GELU(),
                                          torch::nn::Linear(hidden, dim_out)));
-  set_plan(PredPlan{});
-}
-
-void PredHeadImpl::set_plan(const PredPlan& plan) {
-  // Every stream's head is one piece of the plan ("pred/head"): costs add up.
-  pieces_ = {{CheckpointPlan::key("pred", "head"), [this](const torch::Tensor& x) { return layers->forward(x); },
-              layers->parameters(), plan.head}};
+  // Every stream's head is the one piece "pred/head" of the plan: costs add up.
+  pieces_ = {{PieceKey::io("pred", "", PieceKind::Head), [this](const torch::Tensor& x) { return layers->forward(x); },
+              layers->parameters()}};
 }
 
 torch::Tensor PredHeadImpl::forward(const torch::Tensor& x) { return run_pieces(pieces_, x, observer_); }

@@ -1,13 +1,16 @@
 // The whole network (see header).
 #include "wg/model/weather_model.h"
 
+#include <algorithm>
+
 namespace wg {
 
-EmbedOptions embed_options(const Config& c, const StreamConfig& s) {
+EmbedOptions embed_options(const Config& c, const StreamConfig& s, const StreamShape& shape) {
   EmbedOptions o;
+  o.stream = s.name;
   o.num_tokens = s.embed.num_tokens;
-  o.token_size = s.token_size;
-  o.num_channels = s.num_channels();
+  o.token_size = shape.token_size;
+  o.num_channels = shape.num_channels;
   o.dim_embed = s.embed.dim_embed;
   o.dim_out = c.ae_local_dim_embed;
   o.num_blocks = s.embed.num_blocks;
@@ -38,13 +41,18 @@ torch::Tensor LatentAdapterImpl::forward(const torch::Tensor& emb, const torch::
   return all.reshape({B, T * nt, D}) + harmonic_encoding(T * nt, D, all.options()) + stream_embed[stream];
 }
 
-WeatherModelImpl::WeatherModelImpl(const Config& c) : streams_(c.streams), dim_latent_(c.ae_global_dim_embed) {
+WeatherModelImpl::WeatherModelImpl(const Config& c, const std::vector<StreamShape>& shapes)
+    : streams_(c.streams), dim_latent_(c.ae_global_dim_embed) {
+  TORCH_CHECK(shapes.size() == streams_.size(), "model: ", shapes.size(), " stream shapes for ", streams_.size(),
+              " streams");
   std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> embeds, heads;
-  for (const auto& s : streams_) {
-    embeds.emplace_back(s.name, StreamEmbedTransformer(embed_options(c, s)).ptr());
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    const StreamConfig& s = streams_[i];
+    TORCH_CHECK(shapes[i].name == s.name, "model: the shape of stream '", shapes[i].name, "' given for '", s.name, "'");
+    embeds.emplace_back(s.name, StreamEmbedTransformer(embed_options(c, s, shapes[i])).ptr());
     const int head_in = s.embed.num_tokens * c.ae_global_dim_embed;
     heads.emplace_back(s.name, PredHead(head_in, c.pred_mlp_hidden_factor * c.ae_global_dim_embed,
-                                        s.token_size * s.num_channels()).ptr());
+                                        shapes[i].token_size * shapes[i].num_channels).ptr());
   }
   auto embed_engine = register_module("embed_engine", std::make_shared<torch::nn::Module>());
   embeds_ = embed_engine->register_module("embeds", torch::nn::ModuleDict(embeds));
@@ -62,12 +70,24 @@ WeatherModelImpl::WeatherModelImpl(const Config& c) : streams_(c.streams), dim_l
   latent_engine = register_module("latent_engine", LatentEngine(lo));
 }
 
-void WeatherModelImpl::set_plan(const CheckpointPlan& plan) {
+void WeatherModelImpl::set_plan(const RecomputePlan& plan) {
   for (const auto& s : streams_) {
-    embeds_->at<StreamEmbedTransformerImpl>(s.name).set_plan(plan.embed_for(s.name));
-    pred_heads->at<PredHeadImpl>(s.name).set_plan(plan.pred);
+    embeds_->at<StreamEmbedTransformerImpl>(s.name).set_plan(plan);
+    pred_heads->at<PredHeadImpl>(s.name).set_plan(plan);
   }
-  latent_engine->set_plan(plan.latent);
+  latent_engine->set_plan(plan);
+}
+
+std::vector<PieceKey> WeatherModelImpl::piece_keys() const {
+  std::vector<PieceKey> keys;
+  const auto add = [&keys](const std::vector<PieceKey>& more) {
+    for (const auto& k : more)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  };
+  for (const auto& s : streams_) add(embeds_->at<StreamEmbedTransformerImpl>(s.name).piece_keys());
+  add(latent_engine->piece_keys());
+  for (const auto& s : streams_) add(pred_heads->at<PredHeadImpl>(s.name).piece_keys());
+  return keys;
 }
 
 void WeatherModelImpl::set_observer(PieceObserver* observer) {

@@ -1,27 +1,16 @@
 // Gathering rank windows to rank 0 (see header).
 #include "wg/telemetry/coordinator.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 
-#include "wg/dist/check.h"
-
 namespace wg {
 
-struct Coordinator::Pending {
-  RankWindow sent;                  // must stay alive until the gather completes
-  std::vector<RankWindow> received; // rank 0 only
-  MPI_Request request = MPI_REQUEST_NULL;
-  bool active = false;
-};
-
 Coordinator::Coordinator(const DistContext& dist, const std::string& device, int64_t capacity_bytes, int every,
-                         std::function<const CheckpointPlan&()> plan, OnWindows on_windows)
+                         std::function<const RecomputePlan&()> plan, OnWindows on_windows)
     : dist_(dist), every_(std::max(1, every)), plan_(std::move(plan)), on_windows_(std::move(on_windows)),
-      pending_(std::make_unique<Pending>()) {
+      gather_(dist, sizeof(RankWindow)) {
   window_.rank = dist.rank();
   window_.local_rank = dist.node().local_rank;
   window_.node_index = dist.node().node_index;
@@ -30,22 +19,19 @@ Coordinator::Coordinator(const DistContext& dist, const std::string& device, int
   std::strncpy(window_.device, device.c_str(), sizeof window_.device - 1);
 }
 
-Coordinator::~Coordinator() {
-  // A gather still in flight at destruction (an exception unwound past
-  // on_end) cannot be completed without the other ranks: leave it to MPI_Abort.
-}
+Coordinator::~Coordinator() = default;
 
 void Coordinator::on_step(const StepMetrics& m) {
   window_.step = m.step + 1;
   window_.loss = m.loss;
   window_.lr = m.lr;
   if (m.validation_loss >= 0) window_.validation_loss = m.validation_loss;
-  window_.nonfinite_total += m.skipped ? 1 : 0;
+  window_.nonfinite_total += m.nonfinite_loss ? 1 : 0;
   window_.skipped_total += m.skipped ? 1 : 0;
   window_.oom_retries_total += m.oom_retries;
   window_.skipped_samples_total = m.skipped_samples;  // already a total
   window_.peak_allocated_bytes = std::max(window_.peak_allocated_bytes, m.peak_bytes);
-  window_.peak_reserved_bytes = std::max(window_.peak_reserved_bytes, m.peak_bytes);
+  window_.peak_reserved_bytes = std::max(window_.peak_reserved_bytes, m.peak_reserved_bytes);
   if (window_.num_durations < RankWindow::kMaxDurations) window_.durations[window_.num_durations++] = m.step_seconds;
   window_samples_ += m.samples_per_second * m.step_seconds;
   window_tokens_ += m.tokens_per_second * m.step_seconds;
@@ -63,17 +49,10 @@ void Coordinator::gather_window() {
   window_.tokens_per_second = window_seconds_ > 0 ? window_tokens_ / window_seconds_ : 0;
   window_.data_wait_seconds = window_steps_ > 0 ? window_data_ / window_steps_ : 0;
   window_.data_wait_ratio = window_seconds_ > 0 ? window_data_ / window_seconds_ : 0;
-  const CheckpointPlan& plan = plan_();
-  const auto keys = plan.keys();
-  window_.num_pieces = int32_t(std::min<size_t>(keys.size(), RankWindow::kMaxPieces));
-  for (int i = 0; i < window_.num_pieces; ++i) window_.recomputed[i] = plan.get(keys[size_t(i)]) ? 1 : 0;
-
-  Pending& p = *pending_;
-  p.sent = window_;
-  if (dist_.rank() == 0) p.received.assign(size_t(dist_.size()), RankWindow{});
-  WG_MPI_CHECK(MPI_Igather(&p.sent, sizeof(RankWindow), MPI_BYTE, dist_.rank() == 0 ? p.received.data() : nullptr,
-                           sizeof(RankWindow), MPI_BYTE, 0, MPI_COMM_WORLD, &p.request));
-  p.active = true;
+  const RecomputePlan& plan = plan_();
+  window_.num_pieces = int32_t(std::min<size_t>(plan.size(), RankWindow::kMaxPieces));
+  for (int i = 0; i < window_.num_pieces; ++i) window_.recomputed[i] = plan.recomputed(size_t(i)) ? 1 : 0;
+  gather_.start(&window_);
   // A new window starts; counters (totals) carry on.
   window_.num_durations = 0;
   window_.peak_allocated_bytes = window_.peak_reserved_bytes = 0;
@@ -82,11 +61,12 @@ void Coordinator::gather_window() {
 }
 
 void Coordinator::complete_pending() {
-  Pending& p = *pending_;
-  if (!p.active) return;
-  wait_politely(&p.request);
-  p.active = false;
-  if (dist_.rank() == 0 && on_windows_) on_windows_(p.received);
+  if (!gather_.active()) return;
+  const std::vector<unsigned char>& bytes = gather_.wait();
+  if (dist_.rank() != 0 || !on_windows_) return;
+  std::vector<RankWindow> windows(size_t(dist_.size()));
+  std::memcpy(windows.data(), bytes.data(), windows.size() * sizeof(RankWindow));
+  on_windows_(windows);
 }
 
 void Coordinator::on_end(const RunSummary&) {

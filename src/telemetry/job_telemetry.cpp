@@ -38,13 +38,13 @@ std::string advertised_host(const std::string& address) {
 }
 }  // namespace
 
-JobTelemetry::JobTelemetry(const TelemetryConfig& config, const RunIdentity& run, std::vector<std::string> plan_keys)
-    : config_(config), run_(run), plan_keys_(std::move(plan_keys)) {
+JobTelemetry::JobTelemetry(const TelemetryConfig& config, const RunIdentity& run, std::vector<PieceKey> plan_pieces)
+    : config_(config), run_(run), plan_pieces_(std::move(plan_pieces)) {
   registry_.gauge("wgtrain_run_info", "Identity of the run (value 1).")
       .with({{"run_id", run.run_id}, {"slurm_job_id", run.slurm_job_id}, {"config", run.config}, {"version", run.version}})
       .set(1);
   registry_.gauge("wgtrain_ranks", "Number of ranks in the job.").with().set(run.ranks);
-  registry_.counter("wgtrain_restarts_total", "Times this run was resumed from a checkpoint.").with();
+  restarts_ = &registry_.counter("wgtrain_restarts_total", "Times this run was resumed from a checkpoint.").with();
   failures_ = &registry_.counter("wgtrain_telemetry_failures_total", "Telemetry failures; training goes on.");
   for (const char* kind : {"file_sd", "pushgateway", "http"}) failures_->with({{"kind", kind}});
 }
@@ -114,10 +114,8 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
     r.gauge("wgtrain_planned_peak_bytes", "The automatic planner's predicted step peak (0: manual plan).").with(rn)
         .set(double(w.planned_peak_bytes));
     std::map<std::string, int> per_section;
-    for (int i = 0; i < w.num_pieces && size_t(i) < plan_keys_.size(); ++i) {
-      const std::string& key = plan_keys_[size_t(i)];
-      const auto slash = key.find('/');
-      const std::string section = key.substr(0, slash), piece = key.substr(slash + 1);
+    for (int i = 0; i < w.num_pieces && size_t(i) < plan_pieces_.size(); ++i) {
+      const std::string section = plan_pieces_[size_t(i)].section_label(), piece = plan_pieces_[size_t(i)].piece_label();
       r.gauge("wgtrain_checkpoint_recomputed", "1 if the piece is recomputed in backward on the rank.")
           .with({{"rank", std::to_string(w.rank)}, {"node", w.hostname()}, {"section", section}, {"piece", piece}})
           .set(w.recomputed[i]);
@@ -150,6 +148,10 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
   auto& peak = r.gauge("wgtrain_job_memory_peak_max_bytes", "The largest memory peak of the last window, and where.");
   peak.clear();
   peak.with({{"node", biggest->hostname()}, {"rank", std::to_string(biggest->rank)}}).set(double(biggest->peak_reserved_bytes));
+}
+
+void JobTelemetry::on_resume() {
+  restarts_->inc();
 }
 
 void JobTelemetry::finish(const std::string& status, int64_t last_step) {

@@ -1,20 +1,19 @@
 // Training checkpoints (see header).
 #include "wg/train/train_checkpoint.h"
 
-#include <ATen/Context.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 
 #include "wg/dist/context.h"
 #include "wg/io/safetensors.h"
 #include "wg/io/training_state.h"
 #include "wg/io/weights.h"
 #include "wg/train/trainer.h"
+#include "wg/util/generator_state.h"
 
 namespace wg {
 
@@ -37,8 +36,6 @@ std::vector<fs::path> checkpoints_newest_first(const fs::path& dir) {
   std::sort(out.rbegin(), out.rend());
   return out;
 }
-
-at::Generator cpu_generator() { return at::globalContext().defaultGenerator(at::DeviceType::CPU); }
 }  // namespace
 
 void save_checkpoint(const std::string& run_dir, Trainer& trainer, int64_t next_step, const DistContext& dist,
@@ -52,17 +49,13 @@ void save_checkpoint(const std::string& run_dir, Trainer& trainer, int64_t next_
   }
   dist.barrier();
   {  // every rank's own generator state (dropout draws differ per rank)
-    at::Generator gen = cpu_generator();
-    at::Tensor state;
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      state = gen.get_state();
-    }
+    const GeneratorStates cpu = GeneratorStates::capture(c10::Device(c10::DeviceType::CPU));
     SafetensorsFile f;
-    f.tensors.push_back(to_record("cpu", state, DType::U8));
+    f.tensors.push_back(to_record("cpu", cpu.states().front(), DType::U8));
     write_safetensors((tmp / ("rng_rank" + std::to_string(dist.rank()) + ".safetensors")).string(), f);
   }
-  if (dist.rank() == 0) save_training_state((tmp / "state.safetensors").string(), trainer, next_step);
+  if (dist.rank() == 0)
+    save_training_state((tmp / "state.safetensors").string(), *trainer.model(), trainer.optimizer(), next_step);
   dist.barrier();
   if (dist.rank() == 0) {
     fs::remove_all(final_dir);
@@ -81,16 +74,13 @@ std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& traine
   for (const fs::path& dir : candidates) {
     std::string why;
     try {
-      const int64_t next = load_training_state((dir / "state.safetensors").string(), trainer);
+      const int64_t next = load_training_state((dir / "state.safetensors").string(), *trainer.model(), trainer.optimizer());
       const fs::path rng = dir / ("rng_rank" + std::to_string(dist.rank()) + ".safetensors");
       if (fs::exists(rng)) {
         const SafetensorsFile f = read_safetensors(rng.string());
         const TensorRecord* r = f.find("cpu");
         if (!r || r->dtype != DType::U8) throw SafetensorsError(rng.string() + ": no U8 tensor 'cpu'");
-        at::Generator gen = cpu_generator();
-        const at::Tensor state = to_tensor(*r);
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        gen.set_state(state);
+        GeneratorStates::cpu_from(to_tensor(*r)).restore();
       } else {
         spdlog::warn("{}: no random generator state for rank {} (the job had fewer ranks); dropout draws will differ",
                      dir.string(), dist.rank());

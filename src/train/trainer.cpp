@@ -6,9 +6,10 @@
 #include <chrono>
 #include <cmath>
 
-#include "wg/model/memory_planner.h"
 #include "wg/train/batch_tensors.h"
+#include "wg/util/generator_state.h"
 #include "wg/util/memory.h"
+#include "wg/util/units.h"
 
 namespace wg {
 
@@ -16,38 +17,40 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The config with every anemoi stream's channels read from its store.
-Config with_resolved_streams(Config config) {
-  resolve_anemoi_streams(config);
-  return config;
-}
+// clip_grad_norm_ also measures the norm; without clipping it is called with
+// a bound no gradient norm reaches.
+constexpr double kNoClipping = 1e30;
 
-WeatherModel seeded_model(const Config& config, const torch::Device& device) {
+WeatherModel seeded_model(const Config& config, const std::vector<StreamShape>& shapes, const torch::Device& device) {
   torch::manual_seed(config.seed);
-  WeatherModel model(config);
+  WeatherModel model(config, shapes);
   model->to(device);
   model->train();
   return model;
 }
 }  // namespace
 
-Trainer::Trainer(const Config& config, const CheckpointPlan& plan, const torch::Device& device,
+Trainer::Trainer(const Config& config, Dataset data, const RecomputePlan& plan, const torch::Device& device,
                  const DistContext* dist, Communicator* comm)
-    : config_(with_resolved_streams(config)),
+    : config_(config),
       dist_(dist),
       rank_(dist ? dist->rank() : 0),
       world_(dist ? dist->size() : 1),
       device_(device),
       device_name_(device.str()),
-      model_(seeded_model(config_, device)),
-      dataset_(config_, rank_, world_),
+      dataset_(std::move(data)),
+      model_(seeded_model(config_, dataset_.stream_shapes(), device)),
       loader_(dataset_, config.loader_num_workers, config.loader_prefetch),
       loss_(config),
       schedule_(config.lr, dataset_.total_steps(), world_) {
   set_plan(plan);
+  auto policy = std::make_shared<OomPolicy>(config.auto_plan.oom_max_retries);
+  oom_handler_ = [policy](const RecomputePlan& current, const OomEvent& e) {
+    return policy->on_out_of_memory(current, e);
+  };
   params_ = model_->parameters();
   if (comm && world_ > 1) {
-    grad_sync_ = std::make_unique<GradSync>(params_, *comm, size_t(config.ddp_bucket_mb * (1 << 20)),
+    grad_sync_ = std::make_unique<GradSync>(params_, *comm, size_t(config.ddp_bucket_mb * kMiB),
                                             dist->threads_multiple());
     grad_sync_->broadcast_parameters(0);
   }
@@ -56,6 +59,12 @@ Trainer::Trainer(const Config& config, const CheckpointPlan& plan, const torch::
 }
 
 Trainer::~Trainer() = default;
+
+int64_t Trainer::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : params_) n += p.numel();
+  return n;
+}
 
 StepMetrics Trainer::step(int64_t step) {
   const Batch batch = loader_.next(step);
@@ -73,32 +82,53 @@ bool Trainer::any_rank(bool flag) const {
   return dist_->allreduce_max(flag ? 1.0 : 0.0) > 0.0;
 }
 
-void Trainer::set_plan(const CheckpointPlan& plan) {
+void Trainer::set_plan(const RecomputePlan& plan) {
   plan_ = plan;
   model_->set_plan(plan_);
 }
 
-void Trainer::recompute_one_more_piece(int64_t step, const std::string& what) {
-  const std::vector<std::string> keys = plan_.keys();
-  std::string key;
-  if (costs_) {  // the cheapest bytes first, as the planner measured them
-    std::vector<bool> on;
-    for (const auto& p : costs_->pieces) on.push_back(plan_.get(p.key));
-    const int i = next_piece_to_recompute(*costs_, on);
-    if (i >= 0) key = costs_->pieces[size_t(i)].key;
-  } else {  // no measurements: attention layers (the largest activations) first, then the rest
-    for (int pass = 0; pass < 2 && key.empty(); ++pass)
-      for (const auto& k : keys)
-        if (!plan_.get(k) && (pass == 1 || k.find(".attn") != std::string::npos)) { key = k; break; }
+bool Trainer::attempt_step(const ModelInput& input, StepMetrics& m, std::string& oom_what) {
+  torch::Tensor loss;
+  try {
+    loss = masked_loss(input);
+    m.activation_bytes = memory_snapshot(device_name_).current_bytes - m.start_bytes;
+    m.loss = loss.item<double>();
+  } catch (const c10::OutOfMemoryError& e) {
+    oom_what = e.what_without_backtrace();
+    loss = torch::Tensor();  // frees the partial graph
   }
-  if (key.empty())
-    throw std::runtime_error("out of memory at step " + std::to_string(step) + " on rank " + std::to_string(rank_) +
-                             " with every piece already recomputed (" + plan_.summary() + "): " + what);
-  plan_.set(key, true);
-  model_->set_plan(plan_);
-  ++oom_events_;
-  spdlog::warn("rank {} step {}: out of memory ({}); now also recomputing {} ({}), retrying the step", rank_, step,
-               what, key, plan_.summary());
+  if (any_rank(!oom_what.empty())) return true;
+  // Every rank takes the same branch, or the gradient collectives would not match.
+  m.nonfinite_loss = !std::isfinite(m.loss);
+  if (any_rank(m.nonfinite_loss)) {
+    if (config_.nan_policy == NanPolicy::Error)
+      throw NonFiniteLossError("non-finite loss (" + std::to_string(m.loss) + " on rank " + std::to_string(rank_) +
+                               ", or on another rank) at step " + std::to_string(m.step) +
+                               "; nan_policy is 'error' (set nan_policy: skip to skip such steps)");
+    if (++consecutive_skips_ >= config_.max_consecutive_nan_skips)
+      throw NonFiniteLossError("non-finite loss in " + std::to_string(consecutive_skips_) +
+                               " consecutive steps (max_consecutive_nan_skips), last at step " +
+                               std::to_string(m.step));
+    spdlog::warn("step {}: non-finite loss, step skipped (nan_policy: skip, {} in a row)", m.step, consecutive_skips_);
+    m.skipped = true;
+    return false;
+  }
+  consecutive_skips_ = 0;
+  if (grad_sync_) grad_sync_->begin();
+  try {
+    loss.backward();
+  } catch (const c10::OutOfMemoryError& e) {
+    oom_what = e.what_without_backtrace();
+  }
+  loss = torch::Tensor();
+  if (grad_sync_) grad_sync_->finish();  // also after a failure: the other ranks wait for our buckets
+  return any_rank(!oom_what.empty());
+}
+
+void Trainer::optimizer_step(StepMetrics& m) {
+  m.grad_norm = torch::nn::utils::clip_grad_norm_(params_, config_.grad_clip > 0 ? config_.grad_clip : kNoClipping);
+  for (auto& group : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(m.lr);
+  optimizer_->step();
 }
 
 StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
@@ -113,66 +143,25 @@ StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
   m.total_steps = total_steps();
   m.lr = schedule_.at(std::min(step, total_steps() - 1));
 
-  // Out of memory: the rank recomputes one more piece and every rank retries
-  // the step together. Every rank runs the same collectives in every
-  // attempt (flag agreement, gradient buckets), failed or not.
+  // Out of memory: every rank asks the handler for the plan to retry with
+  // (a rank that ran out recomputes more) and all retry the step together,
+  // running the same collectives in every attempt, failed or not.
   for (int attempt = 0;; ++attempt) {
     reset_peak_memory(device_name_);
     optimizer_->zero_grad();
     std::string oom_what;
-    torch::Tensor loss;
-    try {
-      loss = masked_loss(input);
-      m.activation_bytes = memory_snapshot(device_name_).current_bytes - m.start_bytes;
-      m.loss = loss.item<double>();
-    } catch (const c10::OutOfMemoryError& e) {
-      oom_what = e.what_without_backtrace();
-      loss = torch::Tensor();  // frees the partial graph
+    if (!attempt_step(input, m, oom_what)) break;
+    const RecomputePlan next = oom_handler_(plan_, OomEvent{step, attempt, rank_, oom_what});
+    if (!(next == plan_)) {
+      set_plan(next);
+      ++oom_events_;
     }
-    bool retry = any_rank(!oom_what.empty());
-    if (!retry) {
-      // Every rank takes the same branch, or the gradient collectives would not match.
-      if (any_rank(!std::isfinite(m.loss))) {
-        if (config_.nan_policy == NanPolicy::Error)
-          throw NonFiniteLossError("non-finite loss (" + std::to_string(m.loss) + " on rank " + std::to_string(rank_) +
-                                   ", or on another rank) at step " + std::to_string(step) +
-                                   "; nan_policy is 'error' (set nan_policy: skip to skip such steps)");
-        if (++consecutive_skips_ >= config_.max_consecutive_nan_skips)
-          throw NonFiniteLossError("non-finite loss in " + std::to_string(consecutive_skips_) +
-                                   " consecutive steps (max_consecutive_nan_skips), last at step " +
-                                   std::to_string(step));
-        spdlog::warn("step {}: non-finite loss, step skipped (nan_policy: skip, {} in a row)", step, consecutive_skips_);
-        m.skipped = true;
-        break;
-      }
-      consecutive_skips_ = 0;
-      if (grad_sync_) grad_sync_->begin();
-      try {
-        loss.backward();
-      } catch (const c10::OutOfMemoryError& e) {
-        oom_what = e.what_without_backtrace();
-      }
-      loss = torch::Tensor();
-      if (grad_sync_) grad_sync_->finish();  // also after a failure: the other ranks wait for our buckets
-      retry = any_rank(!oom_what.empty());
-    }
-    if (!retry) break;
-    if (attempt >= config_.auto_plan.oom_max_retries)
-      throw std::runtime_error("out of memory in step " + std::to_string(step) + " after " + std::to_string(attempt + 1) +
-                               " attempts (oom_max_retries " + std::to_string(config_.auto_plan.oom_max_retries) +
-                               "); budget " + budget_text_ + "; smallest plan tried: " + plan_.summary() +
-                               (oom_what.empty() ? "" : "; rank " + std::to_string(rank_) + ": " + oom_what));
-    if (!oom_what.empty()) recompute_one_more_piece(step, oom_what);
     ++m.oom_retries;
   }
-  if (!m.skipped) {
-    m.grad_norm = config_.grad_clip > 0 ? torch::nn::utils::clip_grad_norm_(params_, config_.grad_clip)
-                                        : torch::nn::utils::clip_grad_norm_(params_, 1e30);
-    for (auto& group : optimizer_->param_groups())
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(m.lr);
-    optimizer_->step();
-  }
-  m.peak_bytes = memory_snapshot(device_name_).peak_bytes;
+  if (!m.skipped) optimizer_step(m);
+  const MemorySnapshot mem = memory_snapshot(device_name_);
+  m.peak_bytes = mem.peak_bytes;
+  m.peak_reserved_bytes = mem.reserved_peak_bytes;
   m.compute_seconds = seconds_since(t0);
   m.step_seconds = seconds_since(t_input);
   m.samples_per_second = double(batch.sample_ids.size()) / m.step_seconds;
@@ -217,10 +206,9 @@ torch::Tensor Trainer::masked_loss(const ModelInput& input) {
 double Trainer::validate() {
   const int64_t n = dataset_.validation_steps();
   if (n == 0) return -1;
-  auto generator = at::detail::getDefaultCPUGenerator();
-  const torch::Tensor rng_state = generator.get_state();
   double sum = 0;
   {
+    const GeneratorStatesGuard keep(c10::Device(c10::DeviceType::CPU));
     torch::NoGradGuard no_grad;
     model_->eval();
     for (int64_t i = 0; i < n; ++i) {
@@ -229,7 +217,6 @@ double Trainer::validate() {
     }
     model_->train();
   }
-  generator.set_state(rng_state);
   double batches = double(n);
   if (dist_ && world_ > 1) {
     sum = dist_->allreduce_sum(sum);
@@ -275,10 +262,21 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control&
   if (control.checkpoint && s.steps > 0) control.checkpoint(s.next_step);
   s.seconds = seconds_since(t0);
   s.mean_samples_per_second = s.seconds > 0 ? double(samples) / s.seconds : 0;
-  s.planned_peak_bytes = planned_peak_bytes_;
-  s.planned_added_seconds = planned_added_seconds_;
   for (MetricsSink* sink : sinks) sink->on_end(s);
   return s;
+}
+
+int64_t TrainerProbe::current_bytes() const { return memory_snapshot(trainer_.device_name()).current_bytes; }
+
+AutoPlan apply_auto_plan(Trainer& trainer, int64_t budget_bytes, const RankPlan& rules, int oom_max_retries) {
+  TrainerProbe probe(trainer);
+  AutoPlan a = choose_auto_plan(probe, budget_bytes, rules);
+  trainer.set_plan(a.plan);
+  auto policy = std::make_shared<OomPolicy>(oom_max_retries, a.costs, a.budget_text());
+  trainer.on_out_of_memory([policy](const RecomputePlan& current, const OomEvent& e) {
+    return policy->on_out_of_memory(current, e);
+  });
+  return a;
 }
 
 }  // namespace wg

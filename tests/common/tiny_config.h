@@ -44,6 +44,7 @@ inline Config tiny_config() {
   c.lr.lr_steps_cooldown = 5;
   c.lr.lr_scaling_policy = "none";
   c.device = "cpu";
+  c.gradient_checkpointing.embed.mode = RecomputeMode::None;  // nothing recomputed unless a test says so
   c.streams = {tiny_stream("ERA5", 5, 4, 4), tiny_stream("SYNOP", 3, 2, 2)};
   return c;
 }

@@ -26,12 +26,12 @@ TEST_F(ConfigTest, DefaultConfigLoadsWithProductionValues) {
   ASSERT_EQ(c.loss_fcts.size(), 1u);
   EXPECT_EQ(c.loss_fcts[0].name, "mse");
   EXPECT_DOUBLE_EQ(c.loss_fcts[0].weight, 1.0);
-  EXPECT_EQ(c.gradient_checkpointing.embed.mode, CheckpointMode::Full);
+  EXPECT_EQ(c.gradient_checkpointing.embed.mode, RecomputeMode::Full);
   EXPECT_FALSE(c.gradient_checkpointing.embed.set);
   EXPECT_EQ(c.gradient_checkpointing.embed.origin.source, "default_config.yml");
   EXPECT_GT(c.gradient_checkpointing.embed.origin.line, 0);
-  EXPECT_EQ(c.gradient_checkpointing.latent.mode, CheckpointMode::None);
-  EXPECT_EQ(c.gradient_checkpointing.pred.mode, CheckpointMode::None);
+  EXPECT_EQ(c.gradient_checkpointing.latent.mode, RecomputeMode::None);
+  EXPECT_EQ(c.gradient_checkpointing.pred.mode, RecomputeMode::None);
   EXPECT_EQ(c.streams_directory, (fs::path(kSrc) / "config/streams/era5_1deg/").lexically_normal().string());
   ASSERT_EQ(c.streams.size(), 1u);
   const StreamConfig& s = c.streams[0];
@@ -45,6 +45,22 @@ TEST_F(ConfigTest, DefaultConfigLoadsWithProductionValues) {
   EXPECT_EQ(s.synthetic.grid_lat, 32);
   EXPECT_EQ(s.synthetic.grid_lon, 64);
   EXPECT_EQ(s.origin.line, 3);
+}
+
+TEST_F(ConfigTest, StructDefaultsAgreeWithDefaultConfigYml) {
+  // One source of truth: Config{} holds default_config.yml's values.
+  EXPECT_EQ(default_disagreements(default_config_text()), std::vector<std::string>{});
+  // The check sees a default that changes in one place only.
+  std::string text = default_config_text();
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"seed: 42", "seed: 43"},
+           {"with_mixed_precision: true", "with_mixed_precision: false"},
+           {"embed_gradient_checkpoint_mode: true", "embed_gradient_checkpoint_mode: false"}}) {
+    ASSERT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), from.size(), to);
+  }
+  EXPECT_EQ(default_disagreements(text),
+            (std::vector<std::string>{"seed", "with_mixed_precision", "embed_gradient_checkpoint_mode"}));
 }
 
 TEST_F(ConfigTest, DefaultConfigNamesEveryKeyWithoutWarnings) {
@@ -92,20 +108,20 @@ TEST_F(ConfigTest, EveryAliasIsCanonicalised) {
   const auto latent = [&](const std::string& text) {
     return load_config(files({write("a.yml", text)})).gradient_checkpointing;
   };
-  EXPECT_EQ(latent("ae_global_grdient_checkpoint_mode: true\n").latent.mode, CheckpointMode::Full);
-  EXPECT_EQ(latent("assimilate_global_gradient_checkpoint_mode: true\n").latent.mode, CheckpointMode::Full);
-  EXPECT_EQ(latent("pred_grdient_checkpoint_mode: true\n").pred.mode, CheckpointMode::Full);
-  EXPECT_EQ(latent("embed_gradient_checkpoint_mode: false\n").embed.mode, CheckpointMode::None);
+  EXPECT_EQ(latent("ae_global_grdient_checkpoint_mode: true\n").latent.mode, RecomputeMode::Full);
+  EXPECT_EQ(latent("assimilate_global_gradient_checkpoint_mode: true\n").latent.mode, RecomputeMode::Full);
+  EXPECT_EQ(latent("pred_grdient_checkpoint_mode: true\n").pred.mode, RecomputeMode::Full);
+  EXPECT_EQ(latent("embed_gradient_checkpoint_mode: false\n").embed.mode, RecomputeMode::None);
   // Same value under two spellings in one file is fine.
   EXPECT_EQ(latent("ae_global_gradient_checkpoint_mode: true\nassimilate_global_gradient_checkpoint_mode: true\n")
                 .latent.mode,
-            CheckpointMode::Full);
+            RecomputeMode::Full);
   // A later source overrides an earlier one, whatever the spelling.
   const auto a = write("b.yml", "assimilate_global_gradient_checkpoint_mode: true\n");
   EXPECT_EQ(load_config(files({a}, {"ae_global_grdient_checkpoint_mode=false"})).gradient_checkpointing.latent.mode,
-            CheckpointMode::None);
+            RecomputeMode::None);
   EXPECT_EQ(load_config(files({a}, {"ae_global_gradient_checkpoint_mode=false"})).gradient_checkpointing.latent.mode,
-            CheckpointMode::None);
+            RecomputeMode::None);
 }
 
 TEST_F(ConfigTest, AbsentSectionBooleansAreAcceptedWithOneWarningEach) {
@@ -131,38 +147,38 @@ TEST_F(ConfigTest, StructuredFormEveryModeAndShorthand) {
                        "    mode: every_n\n"
                        "    every_n: 3\n"
                        "  pred: full\n");
-  const CheckpointConfig g = load_config(files({f})).gradient_checkpointing;
+  const RecomputeConfig g = load_config(files({f})).gradient_checkpointing;
   EXPECT_TRUE(g.embed.set);
-  EXPECT_EQ(g.embed.mode, CheckpointMode::Selective);
+  EXPECT_EQ(g.embed.mode, RecomputeMode::Selective);
   EXPECT_EQ(g.embed.blocks, (std::vector<int>{0, 1}));
-  EXPECT_EQ(g.latent.mode, CheckpointMode::EveryN);
+  EXPECT_EQ(g.latent.mode, RecomputeMode::EveryN);
   EXPECT_EQ(g.latent.every_n, 3);
   EXPECT_EQ(g.latent.origin.str(), f + ":4");
   EXPECT_TRUE(g.pred.set);
-  EXPECT_EQ(g.pred.mode, CheckpointMode::Full);
+  EXPECT_EQ(g.pred.mode, RecomputeMode::Full);
   EXPECT_EQ(g.pred.origin.str(), f + ":6");
-  const CheckpointConfig n = load_config(sets({"gradient_checkpointing.embed.mode=none",
+  const RecomputeConfig n = load_config(sets({"gradient_checkpointing.embed.mode=none",
                                                "gradient_checkpointing.latent={blocks: [7]}"}))
                                  .gradient_checkpointing;
   EXPECT_TRUE(n.embed.set);
-  EXPECT_EQ(n.embed.mode, CheckpointMode::None);  // overrides the default boolean (true)
-  EXPECT_EQ(n.latent.mode, CheckpointMode::None);
+  EXPECT_EQ(n.embed.mode, RecomputeMode::None);  // overrides the default boolean (true)
+  EXPECT_EQ(n.latent.mode, RecomputeMode::None);
   EXPECT_EQ(n.latent.blocks, std::vector<int>{7});
   EXPECT_FALSE(n.pred.set);
   // A later source's map merges into an earlier shorthand's section.
-  const CheckpointConfig m = load_config(files({f}, {"gradient_checkpointing.latent.every_n=2"})).gradient_checkpointing;
+  const RecomputeConfig m = load_config(files({f}, {"gradient_checkpointing.latent.every_n=2"})).gradient_checkpointing;
   EXPECT_EQ(m.latent.every_n, 2);
-  EXPECT_EQ(m.latent.mode, CheckpointMode::EveryN);
+  EXPECT_EQ(m.latent.mode, RecomputeMode::EveryN);
 }
 
 TEST_F(ConfigTest, StructuredFormBeatsBooleanWithOneWarning) {
   const auto f = write("a.yml", "pred_gradient_checkpoint_mode: true\ngradient_checkpointing: {pred: none, latent: full}\n");
   Config c;
   const auto w = warnings_of([&] { c = load_config(files({f})); });
-  EXPECT_EQ(c.gradient_checkpointing.pred.mode, CheckpointMode::None);
+  EXPECT_EQ(c.gradient_checkpointing.pred.mode, RecomputeMode::None);
   EXPECT_TRUE(c.gradient_checkpointing.pred.set);
-  EXPECT_EQ(c.gradient_checkpointing.latent.mode, CheckpointMode::Full);
-  EXPECT_EQ(c.gradient_checkpointing.embed.mode, CheckpointMode::Full);  // default boolean still applies
+  EXPECT_EQ(c.gradient_checkpointing.latent.mode, RecomputeMode::Full);
+  EXPECT_EQ(c.gradient_checkpointing.embed.mode, RecomputeMode::Full);  // default boolean still applies
   ASSERT_EQ(w.size(), 1u);  // latent's boolean comes from the defaults: no warning
   EXPECT_NE(w[0].find(f + ":1: pred_gradient_checkpoint_mode is overridden by gradient_checkpointing.pred"),
             std::string::npos) << w[0];

@@ -109,7 +109,7 @@ TEST_F(ConfigTest, UnknownCheckpointSection) {
             "(known keys under gradient_checkpointing: policy, memory_budget_gib, memory_margin_gib, embed, latent, pred)");
 }
 
-TEST_F(ConfigTest, BadCheckpointMode) {
+TEST_F(ConfigTest, BadRecomputeMode) {
   const auto f = write("a.yml", "gradient_checkpointing: {embed: {mode: some}}\n");
   EXPECT_EQ(one_problem(files({f})),
             f + ":1: gradient_checkpointing.embed.mode must be one of none|full|selective|every_n, got 'some'");
@@ -317,3 +317,26 @@ TEST_F(ConfigTest, LoaderPrefetchZero) {
   EXPECT_EQ(one_problem(sets({"loader_prefetch=0"})),
             "--set 'loader_prefetch=0': loader_prefetch must be an integer >= 1, got '0'");
 }
+
+namespace wg::config_test {
+
+// A run id names one directory under run_root: `../x`, an absolute path, a
+// nested path or bytes that are not plain ASCII letters, digits, '.', '_'
+// and '-' are errors that name the key and where it was set.
+TEST_F(ConfigTest, RunIdMustBeOneSafeDirectoryName) {
+  for (const std::string& bad : std::vector<std::string>{"../x", "/tmp/elsewhere", "a/b", "..", ".", "-rf",
+                                                         "caf\xc3\xa9", std::string(129, 'a'), "with space"}) {
+    const std::string p = one_problem(sets({"run_id=\"" + bad + "\""}));
+    EXPECT_EQ(p.rfind("--set 'run_id=", 0), 0u) << bad << ": " << p;
+    EXPECT_NE(p.find(": run_id must be one directory name"), std::string::npos) << bad << ": " << p;
+  }
+  // Bytes that are not UTF-8: refused (by the YAML reader or by the rule), naming the key.
+  EXPECT_NE(one_problem(sets({std::string("run_id=bad\xff")})).find("run_id"), std::string::npos);
+  const auto f = write("r.yml", "run_id: ../../escape\n");
+  EXPECT_NE(one_problem(files({f})).find(f + ":1: run_id must be one directory name"), std::string::npos);
+  for (const std::string& good :
+       std::vector<std::string>{"", "run-2024_01.a", "cli-tiny", "20260101-120000-ab12", std::string(128, 'z')})
+    EXPECT_EQ(load_config(sets({"run_id=\"" + good + "\""})).run_id, good) << good;
+}
+
+}  // namespace wg::config_test

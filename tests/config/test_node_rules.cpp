@@ -59,7 +59,7 @@ TEST_F(ConfigTest, NodeRulesEveryForm) {
   EXPECT_DOUBLE_EQ(r0.match.min_device_memory_gib, 25);
   EXPECT_DOUBLE_EQ(r0.match.max_device_memory_gib, -1);
   EXPECT_TRUE(r0.set.embed.set);
-  EXPECT_EQ(r0.set.embed.mode, CheckpointMode::None);
+  EXPECT_EQ(r0.set.embed.mode, RecomputeMode::None);
   EXPECT_EQ(r0.set.embed.origin.str(), f + ":4");
   EXPECT_FALSE(r0.set.latent.set);
   EXPECT_FALSE(r0.set.pred.set);
@@ -72,32 +72,32 @@ TEST_F(ConfigTest, NodeRulesEveryForm) {
   EXPECT_DOUBLE_EQ(r1.match.max_device_memory_gib, 40);
   EXPECT_FALSE(r1.set.embed.set);
   EXPECT_TRUE(r1.set.latent.set);
-  EXPECT_EQ(r1.set.latent.mode, CheckpointMode::EveryN);
+  EXPECT_EQ(r1.set.latent.mode, RecomputeMode::EveryN);
   EXPECT_EQ(r1.set.latent.every_n, 2);
   EXPECT_TRUE(r1.set.pred.set);
-  EXPECT_EQ(r1.set.pred.mode, CheckpointMode::Full);
+  EXPECT_EQ(r1.set.pred.mode, RecomputeMode::Full);
 
   const NodeRule& r2 = c.checkpoint_node_rules[2];
   EXPECT_EQ(r2.origin.str(), f + ":7");
   EXPECT_EQ(r2.match.hostname, "");
   EXPECT_DOUBLE_EQ(r2.match.min_device_memory_gib, -1);
-  EXPECT_EQ(r2.set.embed.mode, CheckpointMode::Selective);
+  EXPECT_EQ(r2.set.embed.mode, RecomputeMode::Selective);
   EXPECT_EQ(r2.set.embed.blocks, (std::vector<int>{0, 2}));
-  EXPECT_EQ(r2.set.latent.mode, CheckpointMode::Full);
+  EXPECT_EQ(r2.set.latent.mode, RecomputeMode::Full);
   EXPECT_EQ(r2.set.latent.blocks, std::vector<int>{7});
   EXPECT_EQ(r2.set.latent.origin.str(), f + ":10");  // the mode's line, as in the structured form
   EXPECT_TRUE(r2.set.pred.set);  // `pred: {}`: set, mode none
-  EXPECT_EQ(r2.set.pred.mode, CheckpointMode::None);
+  EXPECT_EQ(r2.set.pred.mode, RecomputeMode::None);
 
   const NodeRule& r3 = c.checkpoint_node_rules[3];
   EXPECT_EQ(r3.origin.str(), f + ":13");
   EXPECT_TRUE(r3.match.nodes.empty());
-  EXPECT_EQ(r3.set.latent.mode, CheckpointMode::Selective);
+  EXPECT_EQ(r3.set.latent.mode, RecomputeMode::Selective);
   EXPECT_FALSE(r3.set.embed.set);
 
   // The global sections are untouched by the rules.
   EXPECT_FALSE(c.gradient_checkpointing.latent.set);
-  EXPECT_EQ(c.gradient_checkpointing.embed.mode, CheckpointMode::Full);
+  EXPECT_EQ(c.gradient_checkpointing.embed.mode, RecomputeMode::Full);
 }
 
 TEST_F(ConfigTest, NodeRulesGlobsAccepted) {
@@ -121,7 +121,7 @@ TEST_F(ConfigTest, NodeRulesListIsReplacedAsAWhole) {
   const Config s = load_config(files({a}, {arg}));
   ASSERT_EQ(s.checkpoint_node_rules.size(), 1u);
   EXPECT_EQ(s.checkpoint_node_rules[0].origin.str(), "--set '" + arg + "'");
-  EXPECT_EQ(s.checkpoint_node_rules[0].set.embed.mode, CheckpointMode::Full);
+  EXPECT_EQ(s.checkpoint_node_rules[0].set.embed.mode, RecomputeMode::Full);
 }
 
 TEST_F(ConfigTest, BucketAndFaultOverrides) {

@@ -30,12 +30,12 @@ std::pair<std::string, std::vector<StepMetrics>> run(const Config& c, int steps)
   install_counting_allocator();
   const DistContext& dist = test_dist();
   auto comm = make_mpi_communicator(dist);
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU, &dist, comm.get());
+  Trainer t(c, Dataset(c, dist.rank(), dist.size()), resolve_plan(c), torch::kCPU, &dist, comm.get());
   std::unique_ptr<JobTelemetry> tel;
   TelemetryConfig tc;
   tc.address = "127.0.0.1";
-  if (dist.rank() == 0) tel = std::make_unique<JobTelemetry>(tc, RunIdentity{"test", "", "tiny", "0", 2}, t.plan().keys());
-  Coordinator coord(dist, "cpu", 1 << 30, 4, [&]() -> const CheckpointPlan& { return t.plan(); },
+  if (dist.rank() == 0) tel = std::make_unique<JobTelemetry>(tc, RunIdentity{"test", "", "tiny", "0", 2}, t.plan().pieces());
+  Coordinator coord(dist, "cpu", 1 << 30, 4, [&]() -> const RecomputePlan& { return t.plan(); },
                     [&](const std::vector<RankWindow>& w) { if (tel) tel->on_windows(w); });
   Recorder rec;
   for (int k = 0; k < steps; ++k) {
@@ -87,7 +87,7 @@ TEST(Coordinator, EmbedRecomputationLowersTheExportedPeak) {
   off.samples_per_mini_epoch = 32;  // 8 steps
   for (auto& s : off.streams) s.embed.dim_embed = 32;
   Config on = off;
-  on.gradient_checkpointing.embed.mode = CheckpointMode::Full;
+  on.gradient_checkpointing.embed.mode = RecomputeMode::Full;
   const std::string a = run(off, 8).first, b = run(on, 8).first;
   if (dist.rank() != 0) return;
   const std::string labels = "{device=\"cpu\",local_rank=\"0\",node=\"" + dist.node().hostname + "\",rank=\"0\"}";

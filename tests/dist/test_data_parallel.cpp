@@ -9,6 +9,7 @@
 #include "wg/dist/communicator.h"
 #include "wg/dist/context.h"
 #include "wg/dist/devices.h"
+#include "wg/config/recompute_sections.h"
 #include "wg/train/trainer.h"
 
 namespace wg {
@@ -53,7 +54,8 @@ TEST(DataParallel, RanksHoldBitIdenticalParametersAfterTraining) {
   c.embed_dropout_rate = 0.1;  // different dropout per rank is fine: gradients are averaged
   auto comm = make_mpi_communicator(test_dist());
   torch::manual_seed(test_dist().rank());  // different initial weights: rank 0's are broadcast
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU, &test_dist(), comm.get());
+  Trainer t(c, Dataset(c, test_dist().rank(), test_dist().size()), resolve_plan(c),
+            torch::kCPU, &test_dist(), comm.get());
   ASSERT_GT(t.grad_sync()->num_buckets(), 3);
   EXPECT_TRUE(identical_across_ranks(flat_params(t)));
   train(t, 8);
@@ -63,15 +65,17 @@ TEST(DataParallel, RanksHoldBitIdenticalParametersAfterTraining) {
 TEST(DataParallel, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
   Config c = dp_config();
   auto comm = make_mpi_communicator(test_dist());
-  Trainer two(c, resolve_checkpoint_plan(c), torch::kCPU, &test_dist(), comm.get());
+  Trainer two(c, Dataset(c, test_dist().rank(), test_dist().size()), resolve_plan(c),
+              torch::kCPU, &test_dist(), comm.get());
   Config big = c;
   big.batch_size_per_gpu = 2 * c.batch_size_per_gpu;
   big.samples_per_mini_epoch = c.samples_per_mini_epoch;
   big.lr.lr_scaling_policy = "none";
   Config scaled = c;
   scaled.lr.lr_scaling_policy = "none";  // same learning rate in both runs
-  Trainer dp(scaled, resolve_checkpoint_plan(scaled), torch::kCPU, &test_dist(), comm.get());
-  Trainer one(big, resolve_checkpoint_plan(big), torch::kCPU);  // alone, no communication
+  Trainer dp(scaled, Dataset(scaled, test_dist().rank(), test_dist().size()), resolve_plan(scaled),
+             torch::kCPU, &test_dist(), comm.get());
+  Trainer one(big, Dataset(big, 0, 1), resolve_plan(big), torch::kCPU);  // alone, no communication
   ASSERT_EQ(dp.total_steps(), one.total_steps());
   for (int k = 0; k < 8; ++k) {
     torch::manual_seed(k);
@@ -93,12 +97,12 @@ TEST(DataParallel, DifferentPlansPerRankTrainTheSameModel) {
   auto comm = make_mpi_communicator(test_dist());
   Config mine = c;
   if (test_dist().rank() == 0)
-    for (SectionCheckpointConfig* s : {&mine.gradient_checkpointing.embed, &mine.gradient_checkpointing.latent,
-                                       &mine.gradient_checkpointing.pred})
-      s->mode = CheckpointMode::Full;  // rank 0 recomputes everything, rank 1 nothing
-  Trainer mixed(mine, resolve_checkpoint_plan(mine), torch::kCPU, &test_dist(), comm.get());
-  Trainer plain(c, resolve_checkpoint_plan(c), torch::kCPU, &test_dist(), comm.get());
-  EXPECT_EQ(resolve_checkpoint_plan(mine).pieces_recomputed() > 0, test_dist().rank() == 0);
+    mine.gradient_checkpointing = every_section(RecomputeMode::Full);  // rank 0 recomputes everything, rank 1 nothing
+  Trainer mixed(mine, Dataset(mine, test_dist().rank(), test_dist().size()), resolve_plan(mine),
+                torch::kCPU, &test_dist(), comm.get());
+  Trainer plain(c, Dataset(c, test_dist().rank(), test_dist().size()), resolve_plan(c),
+                torch::kCPU, &test_dist(), comm.get());
+  EXPECT_EQ(resolve_plan(mine).pieces_recomputed() > 0, test_dist().rank() == 0);
   train(mixed, 6);
   train(plain, 6);
   EXPECT_EQ(flat_params(mixed), flat_params(plain));
@@ -109,7 +113,8 @@ TEST(DataParallel, ParametersWithoutGradientStayInLockstep) {
   Config c = dp_config();
   c.streams[1].loss_weight = 0.0;  // SYNOP's prediction head gets no gradient
   auto comm = make_mpi_communicator(test_dist());
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU, &test_dist(), comm.get());
+  Trainer t(c, Dataset(c, test_dist().rank(), test_dist().size()), resolve_plan(c),
+            torch::kCPU, &test_dist(), comm.get());
   train(t, 4);
   EXPECT_TRUE(identical_across_ranks(flat_params(t)));
   EXPECT_GT(t.grad_sync()->stats().buckets, 0);

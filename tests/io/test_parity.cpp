@@ -24,7 +24,8 @@
 #include "wg/data/dataset.h"
 #include "wg/io/safetensors.h"
 #include "wg/io/weights.h"
-#include "wg/model/checkpoint_plan.h"
+#include "wg/config/recompute_sections.h"
+#include "wg/plan/recompute_plan.h"
 #include "wg/model/embed_transformer.h"
 #include "wg/model/weather_model.h"
 #include "wg/train/batch_tensors.h"
@@ -169,9 +170,8 @@ std::pair<TensorMap, TensorMap> run_embed(const EmbedCase& c, bool checkpoint) {
   StreamEmbedTransformer m(c.o);
   m->eval();
   if (checkpoint) {
-    EmbedPlan plan;
-    plan.input = plan.readout = true;
-    plan.blocks.assign(size_t(c.o.num_blocks), BlockPlan{true, true});
+    RecomputePlan plan(m->piece_keys());
+    for (size_t i = 0; i < plan.size(); ++i) plan.set(i, true);
     m->set_plan(plan);
   }
   torch::Tensor x = torch::randn({c.n, c.o.token_size, c.o.num_channels});
@@ -244,16 +244,16 @@ TEST(Parity, ComparisonCatchesASmallError) {
 
 // Loads a config file through the project's loader and writes the resolved
 // YAML (every key, streams_directory absolute) that the twin reads.
-struct LoadedConfig {
+struct ResolvedRun {
   Config config;
   fs::path yaml;
 };
 
-LoadedConfig load_and_resolve(const std::vector<std::string>& files, const fs::path& dir) {
+ResolvedRun load_and_resolve(const std::vector<std::string>& files, const fs::path& dir) {
   ConfigSources sources;
   sources.files = files;
   sources.overrides = {"embed_dropout_rate=0.0", "ae_global_dropout_rate=0.0"};
-  LoadedConfig out;
+  ResolvedRun out;
   out.config = load_config(sources);
   out.yaml = dir / "config.yml";
   write_text(out.yaml, resolved_config_yaml(sources));
@@ -291,14 +291,8 @@ fs::path write_two_stream_config(const fs::path& dir) {
   return dir / "two" / "two.yml";
 }
 
-Config with_mode(Config c, CheckpointMode mode) {
-  for (SectionCheckpointConfig* s : {&c.gradient_checkpointing.embed, &c.gradient_checkpointing.latent,
-                                     &c.gradient_checkpointing.pred}) {
-    s->set = true;
-    s->mode = mode;
-    s->every_n = 1;
-    s->blocks.clear();
-  }
+Config with_mode(Config c, RecomputeMode mode) {
+  c.gradient_checkpointing = every_section(mode);
   return c;
 }
 
@@ -321,17 +315,15 @@ SafetensorsFile model_inputs(const ModelInput& in) {
 void check_model(const std::string& label, const std::vector<std::string>& files, bool checkpoint) {
   SCOPED_TRACE(label);
   const fs::path dir = fresh_dir("model_" + label);
-  const LoadedConfig lc = load_and_resolve(files, dir);
+  const ResolvedRun lc = load_and_resolve(files, dir);
   const Config& cfg = lc.config;
-  torch::manual_seed(cfg.seed);
-  WeatherModel model(cfg);
-  model->eval();
-  if (checkpoint) {
-    const CheckpointPlan plan = resolve_checkpoint_plan(with_mode(cfg, CheckpointMode::Full));
-    ASSERT_EQ(plan.pieces_recomputed(), plan.pieces_total());
-    model->set_plan(plan);
-  }
   Dataset data(cfg, 0, 1);
+  torch::manual_seed(cfg.seed);
+  WeatherModel model(cfg, data.stream_shapes());
+  model->eval();
+  const RecomputePlan plan = resolve_plan(with_mode(cfg, checkpoint ? RecomputeMode::Full : RecomputeMode::None));
+  if (checkpoint) ASSERT_EQ(plan.pieces_recomputed(), plan.pieces_total());
+  model->set_plan(plan);
   const ModelInput in = to_model_input(data.batch(1), torch::kCPU);
   for (const StreamInput& s : in.streams) {
     ASSERT_GT(s.visible.numel(), 0) << s.stream;
@@ -378,9 +370,10 @@ void check_roundtrip(DType dtype) {
   const std::string tag = dtype_name(dtype);
   SCOPED_TRACE(tag);
   const fs::path dir = fresh_dir(std::string("roundtrip_") + tag);
-  const LoadedConfig lc = load_and_resolve({write_two_stream_config(dir).string()}, dir);
+  const ResolvedRun lc = load_and_resolve({write_two_stream_config(dir).string()}, dir);
+  const auto shapes = Dataset(lc.config, 0, 1).stream_shapes();
   torch::manual_seed(3);
-  WeatherModel a(lc.config);
+  WeatherModel a(lc.config, shapes);
   const fs::path w = dir / "weights.safetensors", back = dir / "back.safetensors";
   save_weights(*a, w.string(), dtype);
   ASSERT_TRUE(run_twin(dir, "roundtrip --config '" + lc.yaml.string() + "' --weights '" + w.string() + "' --out '" +
@@ -405,7 +398,7 @@ void check_roundtrip(DType dtype) {
 
   // Model level: the file loads back into C++ as what was saved.
   torch::manual_seed(4);
-  WeatherModel b(lc.config);
+  WeatherModel b(lc.config, shapes);
   EXPECT_EQ(load_weights(*b, back.string()), int(mine.tensors.size()));
   auto pb = b->named_parameters();
   for (const auto& p : a->named_parameters()) {

@@ -20,8 +20,9 @@ using wg::testing::tiny_config;
 std::string tmp(const std::string& name) { return (fs::temp_directory_path() / ("wg_" + name)).string(); }
 
 WeatherModel model_with_seed(const Config& c, uint64_t seed) {
+  const auto shapes = Dataset(c, 0, 1).stream_shapes();
   torch::manual_seed(seed);
-  return WeatherModel(c);
+  return WeatherModel(c, shapes);
 }
 
 bool same_params(torch::nn::Module& a, torch::nn::Module& b) {
@@ -110,20 +111,20 @@ TEST(TrainingState, ResumeContinuesExactlyAsTheUninterruptedRun) {
   c.embed_dropout_rate = 0.0;  // random-generator state is not part of the file
   c.ae_global_dropout_rate = 0.0;
   c.samples_per_mini_epoch = 24;  // 12 steps
-  Trainer full(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer full(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   std::vector<double> losses;
   for (int64_t k = 0; k < 12; ++k) {
     torch::manual_seed(k);  // final dropout of the embed
     losses.push_back(full.step(k).loss);
   }
-  Trainer first(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer first(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   for (int64_t k = 0; k < 6; ++k) {
     torch::manual_seed(k);
     first.step(k);
   }
-  save_training_state(tmp("state.safetensors"), first, 6);
-  Trainer resumed(c, resolve_checkpoint_plan(c), torch::kCPU);
-  const int64_t next = load_training_state(tmp("state.safetensors"), resumed);
+  save_training_state(tmp("state.safetensors"), *first.model(), first.optimizer(), 6);
+  Trainer resumed(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  const int64_t next = load_training_state(tmp("state.safetensors"), *resumed.model(), resumed.optimizer());
   ASSERT_EQ(next, 6);
   for (int64_t k = next; k < 12; ++k) {
     torch::manual_seed(k);
@@ -134,9 +135,9 @@ TEST(TrainingState, ResumeContinuesExactlyAsTheUninterruptedRun) {
 
 TEST(TrainingState, PlainWeightsAreNotATrainingState) {
   Config c = tiny_config();
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   save_weights(*t.model(), tmp("plain.safetensors"));
-  EXPECT_THROW(load_training_state(tmp("plain.safetensors"), t), SafetensorsError);
+  EXPECT_THROW(load_training_state(tmp("plain.safetensors"), *t.model(), t.optimizer()), SafetensorsError);
 }
 
 }  // namespace

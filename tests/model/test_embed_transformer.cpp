@@ -92,8 +92,8 @@ TEST(EmbedTransformer, PositionalEncodingFollowsTheFormula) {
 
 TEST(WeatherModel, ForwardPredictsEveryMaskedTokenOfEveryStream) {
   Config c = wg::testing::tiny_config();
-  WeatherModel model(c);
   Dataset data(c, 0, 1);
+  WeatherModel model(c, data.stream_shapes());
   const Batch b = data.batch(0);
   ModelInput in = to_model_input(b, torch::kCPU);
   auto preds = model->forward(in);
@@ -111,15 +111,20 @@ TEST(WeatherModel, ForwardPredictsEveryMaskedTokenOfEveryStream) {
   EXPECT_TRUE(n.count("latent_adapter.mask_token"));
   EXPECT_TRUE(n.count("latent_engine.layers.3.layers.1.weight"));
   EXPECT_TRUE(n.count("pred_heads.SYNOP.layers.3.bias"));
+  // Its recomputable pieces are exactly the plan's pieces for this config, in order.
+  std::vector<std::string> built, planned;
+  for (const auto& k : model->piece_keys()) built.push_back(k.str());
+  for (const auto& k : model_pieces(c)) planned.push_back(k.str());
+  EXPECT_EQ(built, planned);
 }
 
 TEST(WeatherModel, MaskedValuesDoNotReachThePrediction) {
   // Changing the values of masked tokens must not change any prediction:
   // the model only sees visible tokens.
   Config c = wg::testing::tiny_config();
-  WeatherModel model(c);
-  model->eval();
   Dataset data(c, 0, 1);
+  WeatherModel model(c, data.stream_shapes());
+  model->eval();
   Batch b = data.batch(0);
   auto before = model->forward(to_model_input(b, torch::kCPU));
   auto& sb = b.streams[0];

@@ -7,7 +7,7 @@ recompute in backward), the masked-token loss, and reading the run
 configuration (load_config). Float32, CPU; the C++ bf16 attention on CUDA
 is not mirrored.
 
-Pieces (the units of recomputation, as in include/wg/model/checkpoint_plan.h):
+Pieces (the units of recomputation, as in include/wg/plan/recompute_plan.h):
   embed (per stream): input, block i attn, block i mlp, readout
   latent:             block i attn, block i mlp
   pred (per stream):  head

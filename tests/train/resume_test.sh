@@ -24,7 +24,8 @@ curve() { /usr/bin/python3 -c 'import json,sys; [print(r["step"], r["loss"]) for
 train A a || fail "uninterrupted run"
 train B b1 &
 pid=$!
-sleep 2.5
+# Signal once training is under way (a loaded machine starts slowly).
+for _ in $(seq 600); do [[ $(wc -l < "$tmp/runs/B/metrics.jsonl" 2>/dev/null || echo 0) -ge 20 ]] && break; sleep 0.1; done
 pkill -USR1 -f "run_id=B" || true
 wait $pid || fail "stopped run exited non-zero"
 grep -q "stopped at step" "$tmp/b1.log" || fail "run B was not stopped (finished too early?)"

@@ -11,8 +11,8 @@
 #include <numeric>
 
 #include "wg/config/loader.h"
-#include "wg/model/checkpoint_plan.h"
-#include "wg/train/metrics.h"
+#include "wg/plan/recompute_plan.h"
+#include "wg/telemetry/sinks.h"
 #include "wg/train/trainer.h"
 
 namespace wg {
@@ -54,7 +54,7 @@ struct Recorder : MetricsSink {
 
 TEST_F(AnemoiTraining, LossFallsOnTheFixtureStore) {
   const Config config = AnemoiTraining::config({"num_mini_epochs=5", "loader_num_workers=1"});
-  Trainer trainer(config, resolve_checkpoint_plan(config), torch::kCPU);
+  Trainer trainer(config, Dataset(config, 0, 1), resolve_plan(config), torch::kCPU);
   const double validation_before = trainer.validate();
   std::vector<double> losses;
   for (int64_t step = 0; step < trainer.total_steps(); ++step) {
@@ -76,7 +76,7 @@ TEST_F(AnemoiTraining, ValidationRunsEveryMiniEpochAndChangesNoTraining) {
     const Config config = AnemoiTraining::config(
         {"num_mini_epochs=2", "samples_per_mini_epoch=32", "lr_steps_cooldown=2", "lr_steps_warmup=2",
          "samples_per_validation=" + std::to_string(with ? 16 : 0), "embed_dropout_rate=0.1"});
-    Trainer trainer(config, resolve_checkpoint_plan(config), torch::kCPU);
+    Trainer trainer(config, Dataset(config, 0, 1), resolve_plan(config), torch::kCPU);
     trainer.train({&runs[size_t(with)]});
   }
   EXPECT_TRUE(runs[0].validation.empty());

@@ -7,8 +7,8 @@
 #include <torch/torch.h>
 
 #include "../common/tiny_config.h"
-#include "wg/train/auto_plan.h"
-#include "wg/train/cost_profiler.h"
+#include "wg/plan/auto_plan.h"
+#include "wg/plan/cost_profile.h"
 #include "wg/train/trainer.h"
 #include "wg/util/memory.h"
 
@@ -27,9 +27,9 @@ Config planner_config() {
   return c;
 }
 
-CheckpointPlan all_or_nothing(const Config& c, bool on) {
-  CheckpointPlan p = resolve_checkpoint_plan(c);
-  for (const auto& k : p.keys()) p.set(k, on);
+RecomputePlan all_or_nothing(const Config& c, bool on) {
+  RecomputePlan p = resolve_plan(c);
+  for (size_t i = 0; i < p.size(); ++i) p.set(i, on);
   return p;
 }
 
@@ -44,7 +44,7 @@ int64_t steady_peak(Trainer& t, int steps = 3) {
 }
 
 int64_t measured_peak_with(const Config& c, bool all) {
-  Trainer t(c, all_or_nothing(c, all), torch::kCPU);
+  Trainer t(c, Dataset(c, 0, 1), all_or_nothing(c, all), torch::kCPU);
   return steady_peak(t);
 }
 
@@ -57,8 +57,8 @@ TEST(AutoPlan, StaysWithinTheBudgetAndPredictsThePeakWithin10Percent) {
   ASSERT_LT(all, none * 3 / 4);
   for (double f : {0.1, 0.35, 0.6, 0.85}) {
     const int64_t budget = all + int64_t(f * double(none - all));
-    Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
-    const AutoPlan a = choose_auto_plan(t, t.batch(0), budget, t.plan(), {});
+    Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+    const AutoPlan a = apply_auto_plan(t, budget, RankPlan{t.plan()}, c.auto_plan.oom_max_retries);
     const int64_t measured = steady_peak(t);
     std::cout << "budget " << budget << ": plan " << a.plan.summary() << ", predicted " << a.predicted_peak_bytes
               << ", measured " << measured << "\n";
@@ -72,16 +72,17 @@ TEST(AutoPlan, StaysWithinTheBudgetAndPredictsThePeakWithin10Percent) {
 TEST(AutoPlan, CostsAreMeasuredForEveryPiece) {
   install_counting_allocator();
   const Config c = planner_config();
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   const auto before = t.model()->parameters()[0].clone();
-  const CostModel m = profile_costs(t, t.batch(0));
+  TrainerProbe probe(t);
+  const CostModel m = profile_costs(probe);
   EXPECT_TRUE(torch::equal(before, t.model()->parameters()[0]));  // profiling does not train
-  ASSERT_EQ(m.pieces.size(), t.plan().keys().size());
+  ASSERT_EQ(m.pieces.size(), t.plan().size());
   for (const auto& p : m.pieces) {
-    EXPECT_GT(p.retained_bytes, 0) << p.key;
-    EXPECT_GE(p.retained_bytes, p.output_bytes) << p.key;
-    EXPECT_GT(p.forward_seconds, 0) << p.key;
-    EXPECT_GT(p.analytic_bytes, 0) << p.key;
+    EXPECT_GT(p.retained_bytes, 0) << p.key.str();
+    EXPECT_GE(p.retained_bytes, p.output_bytes) << p.key.str();
+    EXPECT_GT(p.forward_seconds, 0) << p.key.str();
+    EXPECT_GT(p.analytic_bytes, 0) << p.key.str();
   }
   EXPECT_GT(m.activations_none_bytes, 0);
 }
@@ -89,9 +90,9 @@ TEST(AutoPlan, CostsAreMeasuredForEveryPiece) {
 TEST(AutoPlan, BudgetBelowTheAllRecomputePeakIsAClearError) {
   install_counting_allocator();
   const Config c = planner_config();
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   try {
-    choose_auto_plan(t, t.batch(0), 1000, t.plan(), {});
+    apply_auto_plan(t, 1000, RankPlan{t.plan()}, c.auto_plan.oom_max_retries);
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("memory budget of 1000 bytes"), std::string::npos) << e.what();
@@ -102,12 +103,13 @@ TEST(AutoPlan, BudgetBelowTheAllRecomputePeakIsAClearError) {
 TEST(AutoPlan, PerNodeRuleSectionsKeepTheirSettings) {
   install_counting_allocator();
   const Config c = planner_config();
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
-  CheckpointPlan rule = t.plan();
-  for (const auto& k : rule.keys())
-    if (k.rfind("latent/", 0) == 0) rule.set(k, true);  // a rule recomputes the whole latent section
-  const AutoPlan a = choose_auto_plan(t, t.batch(0), int64_t(1) << 40, rule, {"latent"});  // everything fits
-  for (const auto& k : a.plan.keys()) EXPECT_EQ(a.plan.get(k), k.rfind("latent/", 0) == 0) << k;
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  RankPlan rule{t.plan()};
+  for (size_t i = 0; i < rule.plan.size(); ++i)
+    if (rule.plan.pieces()[i].section == "latent") rule.plan.set(i, true);  // a rule recomputes the whole latent section
+  rule.rule_sections = {"latent"};
+  const AutoPlan a = apply_auto_plan(t, int64_t(1) << 40, rule, c.auto_plan.oom_max_retries);  // everything fits
+  for (const auto& k : a.plan.pieces()) EXPECT_EQ(a.plan.get(k), k.section == "latent") << k.str();
 }
 
 struct LimitGuard {
@@ -120,7 +122,7 @@ TEST(OomFallback, RetryWithOneMorePieceGivesTheSameStep) {
   const Config c = planner_config();
   std::vector<torch::Tensor> reference;
   {
-    Trainer t(c, all_or_nothing(c, false), torch::kCPU);
+    Trainer t(c, Dataset(c, 0, 1), all_or_nothing(c, false), torch::kCPU);
     t.step(0);
     t.step(1);
     for (const auto& p : t.model()->parameters()) reference.push_back(p.clone());
@@ -128,7 +130,7 @@ TEST(OomFallback, RetryWithOneMorePieceGivesTheSameStep) {
   const int64_t none = measured_peak_with(c, false), all = measured_peak_with(c, true);
   Config retrying = c;
   retrying.auto_plan.oom_max_retries = 16;  // a manual plan has no measured costs: attention pieces in order
-  Trainer t(retrying, all_or_nothing(c, false), torch::kCPU);
+  Trainer t(retrying, Dataset(retrying, 0, 1), all_or_nothing(c, false), torch::kCPU);
   t.step(0);  // optimizer state allocated with memory to spare
   StepMetrics m;
   {
@@ -147,7 +149,7 @@ TEST(OomFallback, GivesUpAfterOomMaxRetriesNamingTheSmallestPlanTried) {
   install_counting_allocator();
   Config c = planner_config();
   c.auto_plan.oom_max_retries = 2;
-  Trainer t(c, all_or_nothing(c, false), torch::kCPU);
+  Trainer t(c, Dataset(c, 0, 1), all_or_nothing(c, false), torch::kCPU);
   t.step(0);
   LimitGuard limit(memory_snapshot("cpu").current_bytes + 64 * 1024);  // the input fits (~35 KiB), no forward does
   try {

@@ -42,7 +42,7 @@ double mean_loss(const std::vector<StepMetrics>& s, size_t from, size_t to) {
 TEST(Trainer, ShortRunLossFalls) {
   install_counting_allocator();
   Config c = training_config();
-  Trainer trainer(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer trainer(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   RecordingSink sink;
   const RunSummary s = trainer.train({&sink});
   ASSERT_EQ(s.steps, 80);
@@ -62,12 +62,12 @@ TEST(Trainer, ShortRunLossFalls) {
 TEST(Trainer, SameSeedSameLossesWithAndWithoutRecomputation) {
   Config c = tiny_config();  // dropout on
   c.samples_per_mini_epoch = 16;
-  Trainer a(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer a(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   Config full = c;
-  full.gradient_checkpointing.embed.mode = CheckpointMode::Full;
-  full.gradient_checkpointing.latent.mode = CheckpointMode::Full;
-  full.gradient_checkpointing.pred.mode = CheckpointMode::Full;
-  Trainer b(full, resolve_checkpoint_plan(full), torch::kCPU);
+  full.gradient_checkpointing.embed.mode = RecomputeMode::Full;
+  full.gradient_checkpointing.latent.mode = RecomputeMode::Full;
+  full.gradient_checkpointing.pred.mode = RecomputeMode::Full;
+  Trainer b(full, Dataset(full, 0, 1), resolve_plan(full), torch::kCPU);
   for (int64_t k = 0; k < a.total_steps(); ++k) {
     torch::manual_seed(100 + k);
     const double la = a.step(k).loss;
@@ -84,9 +84,9 @@ TEST(Trainer, SameSeedSameLossesWithAndWithoutRecomputation) {
 TEST(Trainer, SameLossesWithAndWithoutLoaderWorkers) {
   Config c = tiny_config();  // dropout on
   c.loader_num_workers = 0;
-  Trainer a(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer a(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   c.loader_num_workers = 2;
-  Trainer b(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer b(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   for (int64_t k : {0, 1, 2, 3, 9, 10}) {
     torch::manual_seed(100 + k);
     const StepMetrics ma = a.step(k);
@@ -109,7 +109,7 @@ Batch nan_batch(const Config& c) {
 
 TEST(Trainer, NonFiniteLossStopsUnderPolicyError) {
   Config c = tiny_config();
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   EXPECT_THROW(t.step_on(nan_batch(c), 0), NonFiniteLossError);
 }
 
@@ -117,7 +117,7 @@ TEST(Trainer, NonFiniteLossIsSkippedUnderPolicySkipThenStops) {
   Config c = tiny_config();
   c.nan_policy = NanPolicy::Skip;
   c.max_consecutive_nan_skips = 3;
-  Trainer t(c, resolve_checkpoint_plan(c), torch::kCPU);
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   const auto before = t.model()->parameters()[0].clone();
   const Batch bad = nan_batch(c);
   EXPECT_TRUE(t.step_on(bad, 0).skipped);

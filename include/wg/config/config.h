@@ -66,35 +66,36 @@ struct StreamConfig {
   EmbedNetConfig embed;
   SyntheticConfig synthetic;
   Origin origin;                        // file and line of the stream entry
-
-  // anemoi: the channels the stream carries (sources and targets, in store
-  // order), filled when the data is opened (see wg/data/anemoi.h).
-  std::vector<std::string> channels;
-  // Channels per token the model sees: synthetic.num_channels, or the
-  // resolved anemoi channels.
-  int num_channels() const { return type == "anemoi" ? int(channels.size()) : synthetic.num_channels; }
+  // The channels an anemoi stream carries come from its store: the data
+  // layer reports them (StreamShape, wg/data/batch.h), the config does not.
 };
 
-// ---- gradient checkpointing ----------------------------------------------
+// ---- activation recomputation ("gradient checkpointing" in the keys) ------
+//
+// Words: "recompute" is activation recomputation in the backward pass (the
+// keys keep WeatherGenerator's "gradient_checkpoint" spelling); "checkpoint"
+// in code means saved training state.
 
-enum class CheckpointMode { None, Full, Selective, EveryN };
+enum class RecomputeMode { None, Full, Selective, EveryN };
 
 // `gradient_checkpointing.<section>`: the structured form.
-struct SectionCheckpointConfig {
+struct SectionRecompute {
   bool set = false;               // true when the structured form names this section
-  CheckpointMode mode = CheckpointMode::None;
+  RecomputeMode mode = RecomputeMode::None;
   int every_n = 1;                // for EveryN: blocks 0, n, 2n, ... (all their pieces)
   std::vector<int> blocks;        // additionally recompute these blocks fully
   Origin origin;
 };
 
-// Resolved inputs for the three sections; the legacy WeatherGenerator
-// booleans (embed_gradient_checkpoint_mode and aliases) have already been
-// folded in as Full/None when the structured form does not name a section.
-struct CheckpointConfig {
-  SectionCheckpointConfig embed;
-  SectionCheckpointConfig latent;
-  SectionCheckpointConfig pred;
+// The settings of every section of the model, one field per section (the
+// table of sections, with WeatherGenerator's key names, is
+// wg/config/recompute_sections.h). WeatherGenerator's booleans
+// (embed_gradient_checkpoint_mode, ...) are already folded in as Full/None
+// where the structured form does not name a section.
+struct RecomputeConfig {
+  SectionRecompute embed{false, RecomputeMode::Full, 1, {}, {}};  // embed_gradient_checkpoint_mode: true
+  SectionRecompute latent;
+  SectionRecompute pred;
 };
 
 // A per-node rule (`checkpoint_node_rules`, a list, applied in order, later
@@ -109,7 +110,7 @@ struct NodeRuleMatch {
 
 struct NodeRule {
   NodeRuleMatch match;
-  CheckpointConfig set;  // only sections with set == true change
+  RecomputeConfig set;   // only sections with set == true change
   Origin origin;         // where the rule starts
 };
 
@@ -194,15 +195,15 @@ struct Config {
   int pred_mlp_hidden_factor = 2;  // hidden width = factor * latent width
 
   std::string norm_type = "LayerNorm";  // LayerNorm | RMSNorm
-  bool with_mixed_precision = false;    // CUDA only: bf16 autocast of attention
+  bool with_mixed_precision = true;     // CUDA only: bf16 autocast of attention
   std::string attention_dtype = "bf16"; // bf16 | fp32 (CUDA only)
 
   // data
-  std::string streams_directory = "config/streams/era5_1deg/";
+  std::string streams_directory = "streams/era5_1deg/";  // as written; the loader resolves it
   std::vector<StreamConfig> streams;  // loaded from streams_directory
   int batch_size_per_gpu = 1;
   double masking_rate = 0.6;
-  bool masking_rate_sampling = false;
+  bool masking_rate_sampling = true;
   int num_mini_epochs = 32;
   int64_t samples_per_mini_epoch = 4096;
   int64_t samples_per_validation = 0;  // validated after every mini-epoch (all ranks together); 0: no validation
@@ -224,14 +225,14 @@ struct Config {
 
   // optimisation
   LrConfig lr;
-  double grad_clip = 1.0;
+  double grad_clip = 1.0;                 // 0: no clipping
   double weight_decay = 0.1;
   std::vector<LossTerm> loss_fcts = {{"mse", 1.0}};
   NanPolicy nan_policy = NanPolicy::Error;
   int max_consecutive_nan_skips = 10;
 
-  // checkpointing (recomputation) choices
-  CheckpointConfig gradient_checkpointing;
+  // activation recomputation choices
+  RecomputeConfig gradient_checkpointing;
   std::vector<NodeRule> checkpoint_node_rules;
   AutoPlanConfig auto_plan;
 

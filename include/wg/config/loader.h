@@ -28,12 +28,25 @@ struct ConfigSources {
   bool include_defaults = true;        // start from default_config.yml
 };
 
-// Loads, overlays, validates. Throws ConfigError.
-Config load_config(const ConfigSources& sources);
+// A run's configuration, loaded once: the typed config and its record as
+// YAML text (keys in a stable order, each leaf followed by a comment naming
+// where it was set; written to the run directory, loads back on its own).
+struct LoadedConfig {
+  Config config;
+  std::string resolved_yaml;
+};
 
-// The merged configuration as YAML text (keys in a stable order, each leaf
-// followed by a comment naming where it was set). Written to the run dir.
+// Loads, overlays, validates; logs the warnings once. Throws ConfigError.
+LoadedConfig load_run_config(const ConfigSources& sources);
+// load_run_config(sources).config (tests and tools).
+Config load_config(const ConfigSources& sources);
+// load_run_config(sources).resolved_yaml, without logging warnings.
 std::string resolved_config_yaml(const ConfigSources& sources);
+
+// The keys whose default in Config{} (config.h) differs from their value in
+// `default_text` (default_config.yml, compiled in); empty when they agree.
+// A config problem in the text is returned as well.
+std::vector<std::string> default_disagreements(const std::string& default_text);
 
 // The text of config/default_config.yml as compiled into the binary.
 const std::string& default_config_text();

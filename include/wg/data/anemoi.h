@@ -90,9 +90,4 @@ class AnemoiStream {
   std::unique_ptr<State> s_;
 };
 
-// Fills StreamConfig::channels of every anemoi stream from its store, so the
-// model knows its channel counts before any data is read; idempotent.
-// Throws DataError.
-void resolve_anemoi_streams(Config& config);
-
 }  // namespace wg

@@ -11,6 +11,16 @@ namespace wg {
 
 constexpr int kCentroidFeatures = 5;  // lat, sin lon, cos lon, sin tod, cos tod
 
+// What the data layer resolved for a stream, and the model is built for:
+// the channels its tokens carry (an anemoi stream's come from its store)
+// and the points per token.
+struct StreamShape {
+  std::string name;
+  int token_size = 0;
+  int num_channels = 0;               // C: values per point the model sees
+  std::vector<std::string> channels;  // their names (anemoi; empty for synthetic streams)
+};
+
 struct StreamBatch {
   std::string stream;
   int num_samples = 0;  // B

@@ -43,6 +43,10 @@ class Dataset {
   // size the configuration cannot use, DataError for unusable data.
   Dataset(const Config& config, int rank, int world);
 
+  // Per stream of config.streams, in order: what the model is built for
+  // (an anemoi stream's channels come from its store).
+  const std::vector<StreamShape>& stream_shapes() const { return shapes_; }
+
   int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
   int64_t total_steps() const { return steps_per_epoch() * num_epochs_; }
 
@@ -77,6 +81,7 @@ class Dataset {
  private:
   struct Shared;  // state the loader threads share: unreadable windows, counters
   std::vector<StreamConfig> streams_;
+  std::vector<StreamShape> shapes_;
   std::vector<std::optional<SyntheticStream>> synthetic_;  // per stream
   std::vector<std::shared_ptr<const AnemoiStream>> anemoi_;  // per stream (null for synthetic)
   std::vector<int64_t> windows_;      // start times of the available training windows, shuffled

@@ -8,18 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "wg/dist/node_info.h"
+
 namespace wg {
 
-struct NodeInfo {
-  std::string hostname;
-  int node_index = 0;       // hosts sorted by name
-  int local_rank = 0;
-  int ranks_on_node = 1;
-  int64_t device_memory_bytes = 0;  // filled by the caller once the device is known
-};
 
 class DistContext {
  public:
@@ -50,6 +46,32 @@ class DistContext {
   bool threads_multiple_ = false;
   int rank_ = 0, size_ = 1, num_nodes_ = 1;
   NodeInfo node_;
+};
+
+// One non-blocking gather of a fixed-size record from every rank to `root`,
+// at a time: start() sends this rank's record (copied) and returns at once;
+// wait() completes it and, on the root, returns every rank's record in rank
+// order (size() * record_bytes bytes). The rank-0 coordinator's window
+// exchange, off the step's critical path.
+class AsyncGather {
+ public:
+  AsyncGather(const DistContext& dist, size_t record_bytes, int root = 0);
+  ~AsyncGather();  // a gather still in flight is left to MPI_Abort (it needs the other ranks)
+  AsyncGather(const AsyncGather&) = delete;
+  AsyncGather& operator=(const AsyncGather&) = delete;
+
+  void start(const void* record);
+  bool active() const { return active_; }
+  const std::vector<unsigned char>& wait();  // the gathered records (root), empty elsewhere
+
+ private:
+  struct Request;
+  const DistContext& dist_;
+  size_t record_bytes_;
+  int root_;
+  bool active_ = false;
+  std::vector<unsigned char> sent_, received_;
+  std::unique_ptr<Request> request_;
 };
 
 // Which local rank the environment names (OMPI, then SLURM), or -1.

@@ -6,15 +6,16 @@
 // anything.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <string>
 
 namespace wg {
 
-class Trainer;
-
-void save_training_state(const std::string& path, Trainer& trainer, int64_t next_step);
+void save_training_state(const std::string& path, const torch::nn::Module& model, torch::optim::AdamW& optimizer,
+                         int64_t next_step);
 // Returns the step to continue from.
-int64_t load_training_state(const std::string& path, Trainer& trainer);
+int64_t load_training_state(const std::string& path, torch::nn::Module& model, torch::optim::AdamW& optimizer);
 
 }  // namespace wg

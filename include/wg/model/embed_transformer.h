@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "wg/model/checkpoint_plan.h"
 #include "wg/model/layers.h"
 #include "wg/model/piece.h"
 
 namespace wg {
 
 struct EmbedOptions {
+  std::string stream;               // names the pieces: "embed.<stream>/..."
   int num_tokens = 1;
   int token_size = 8;
   int num_channels = 1;
@@ -38,9 +38,10 @@ class StreamEmbedTransformerImpl : public torch::nn::Module {
  public:
   explicit StreamEmbedTransformerImpl(const EmbedOptions& options);
 
-  // Which pieces recompute in backward; default: none. plan.stream names
-  // the pieces' keys.
-  void set_plan(const EmbedPlan& plan);
+  // Which pieces recompute in backward (the plan's embed.<stream> pieces);
+  // default: none.
+  void set_plan(const RecomputePlan& plan) { apply_plan(pieces_, plan); }
+  std::vector<PieceKey> piece_keys() const { return keys_of(pieces_); }  // forward order
   void set_observer(PieceObserver* observer) { observer_ = observer; }
 
   // x_in [N, token_size, C], centroids [N, 5] (used when
@@ -54,6 +55,7 @@ class StreamEmbedTransformerImpl : public torch::nn::Module {
 
  private:
   torch::Tensor readout(const torch::Tensor& x);  // [N, C, dim_embed] -> [N, C*d_c] or [N, T*dim_out - e]
+  void build_pieces();
 
   EmbedOptions o_;
   int d_c_ = 0;  // block read-out width per channel

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "wg/model/checkpoint_plan.h"
 #include "wg/model/layers.h"
 #include "wg/model/piece.h"
 
@@ -32,7 +31,8 @@ struct LatentOptions {
 class LatentEngineImpl : public torch::nn::Module {
  public:
   explicit LatentEngineImpl(const LatentOptions& options);
-  void set_plan(const LatentPlan& plan);
+  void set_plan(const RecomputePlan& plan) { apply_plan(pieces_, plan); }
+  std::vector<PieceKey> piece_keys() const { return keys_of(pieces_); }
   void set_observer(PieceObserver* observer) { observer_ = observer; }
   torch::Tensor forward(const torch::Tensor& tokens);  // [B, L, dim] -> [B, L, dim]
 
@@ -49,7 +49,8 @@ TORCH_MODULE(LatentEngine);
 class PredHeadImpl : public torch::nn::Module {
  public:
   PredHeadImpl(int dim_in, int hidden, int dim_out);
-  void set_plan(const PredPlan& plan);
+  void set_plan(const RecomputePlan& plan) { apply_plan(pieces_, plan); }
+  std::vector<PieceKey> piece_keys() const { return keys_of(pieces_); }
   void set_observer(PieceObserver* observer) { observer_ = observer; }
   torch::Tensor forward(const torch::Tensor& x);  // [M, dim_in] -> [M, dim_out]
 

@@ -15,7 +15,7 @@
 
 #include "wg/config/config.h"
 #include "wg/data/batch.h"
-#include "wg/model/checkpoint_plan.h"
+#include "wg/plan/recompute_plan.h"
 #include "wg/model/embed_transformer.h"
 #include "wg/model/latent.h"
 
@@ -54,11 +54,15 @@ TORCH_MODULE(LatentAdapter);
 
 class WeatherModelImpl : public torch::nn::Module {
  public:
-  explicit WeatherModelImpl(const Config& config);
+  // `shapes`: what the data layer resolved for each stream of config.streams, in order.
+  WeatherModelImpl(const Config& config, const std::vector<StreamShape>& shapes);
 
   // Applies the plan to every section. Call before training, and again
   // only between steps (the automatic planner's fallback does).
-  void set_plan(const CheckpointPlan& plan);
+  void set_plan(const RecomputePlan& plan);
+  // The keys of its recomputable pieces in forward order, each once (every
+  // stream's head is the one piece pred/head): model_pieces(config).
+  std::vector<PieceKey> piece_keys() const;
   // Sees every piece's forward in every section; nullptr: none.
   void set_observer(PieceObserver* observer);
 
@@ -75,6 +79,6 @@ class WeatherModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(WeatherModel);
 
-EmbedOptions embed_options(const Config& config, const StreamConfig& stream);
+EmbedOptions embed_options(const Config& config, const StreamConfig& stream, const StreamShape& shape);
 
 }  // namespace wg

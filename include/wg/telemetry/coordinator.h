@@ -1,9 +1,10 @@
 // The rank-0 coordinator's gathering side. Runs on every rank as a metrics
 // sink: it folds each step into the rank's current window, and every
 // train_log_freq.metrics steps gathers every rank's window to rank 0 with
-// one non-blocking MPI gather, completed at the next window (or at the end),
-// so the step does not wait for it. Rank 0 hands the gathered windows to a
-// callback (the Prometheus side, telemetry/job_metrics).
+// one non-blocking gather (the dist context's AsyncGather), completed at
+// the next window (or at the end), so the step does not wait for it. Rank 0
+// hands the gathered windows to a callback (the Prometheus side,
+// telemetry/job_telemetry).
 #pragma once
 
 #include <functional>
@@ -12,9 +13,9 @@
 #include <vector>
 
 #include "wg/dist/context.h"
-#include "wg/model/checkpoint_plan.h"
+#include "wg/plan/recompute_plan.h"
 #include "wg/telemetry/rank_window.h"
-#include "wg/train/metrics.h"
+#include "wg/telemetry/step_metrics.h"
 
 namespace wg {
 
@@ -24,7 +25,7 @@ class Coordinator : public MetricsSink {
   // `plan` returns the rank's current plan (it may change after an
   // out-of-memory retry); `capacity_bytes` is the device's memory.
   Coordinator(const DistContext& dist, const std::string& device, int64_t capacity_bytes, int every,
-              std::function<const CheckpointPlan&()> plan, OnWindows on_windows);
+              std::function<const RecomputePlan&()> plan, OnWindows on_windows);
   ~Coordinator() override;
 
   void set_planned_peak(int64_t bytes) { window_.planned_peak_bytes = bytes; }
@@ -37,13 +38,12 @@ class Coordinator : public MetricsSink {
 
   const DistContext& dist_;
   int every_;
-  std::function<const CheckpointPlan&()> plan_;
+  std::function<const RecomputePlan&()> plan_;
   OnWindows on_windows_;
   RankWindow window_;
   double window_samples_ = 0, window_tokens_ = 0, window_seconds_ = 0, window_data_ = 0;
   int window_steps_ = 0;
-  struct Pending;
-  std::unique_ptr<Pending> pending_;
+  AsyncGather gather_;
 };
 
 }  // namespace wg

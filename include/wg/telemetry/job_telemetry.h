@@ -15,6 +15,7 @@
 #include "wg/telemetry/file_sd.h"
 #include "wg/telemetry/http_exporter.h"
 #include "wg/telemetry/metrics.h"
+#include "wg/plan/piece_key.h"
 #include "wg/telemetry/rank_window.h"
 
 namespace wg {
@@ -29,14 +30,16 @@ struct RunIdentity {
 
 class JobTelemetry {
  public:
-  // `plan_keys`: the checkpoint plan's piece keys, in the order of
+  // `plan_pieces`: the recomputation plan's pieces, in the order of
   // RankWindow::recomputed.
-  JobTelemetry(const TelemetryConfig& config, const RunIdentity& run, std::vector<std::string> plan_keys);
+  JobTelemetry(const TelemetryConfig& config, const RunIdentity& run, std::vector<PieceKey> plan_pieces);
   ~JobTelemetry();
 
   // Starts the endpoint and writes the file_sd target (when configured).
   void start();
   void on_windows(const std::vector<RankWindow>& windows);
+  // The run continues from a training checkpoint (wgtrain_restarts_total).
+  void on_resume();
   // Removes the file_sd target, pushes the outcome (when configured), stops
   // the endpoint. status: completed | failed | stopped.
   void finish(const std::string& status, int64_t last_step);
@@ -50,9 +53,10 @@ class JobTelemetry {
 
   TelemetryConfig config_;
   RunIdentity run_;
-  std::vector<std::string> plan_keys_;
+  std::vector<PieceKey> plan_pieces_;
   telemetry::Registry registry_;
   telemetry::Family<telemetry::Counter>* failures_ = nullptr;  // owned by registry_
+  telemetry::Counter* restarts_ = nullptr;                     // owned by registry_
   std::unique_ptr<telemetry::HttpExporter> exporter_;
   std::unique_ptr<telemetry::FileSdTarget> file_sd_;
   int64_t last_step_ = 0;

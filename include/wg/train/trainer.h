@@ -1,15 +1,19 @@
-// One rank's training loop: data (this rank's shard) -> forward (plan
-// applied inside the sections) -> masked loss -> backward with gradient
-// averaging across ranks overlapped (dist/grad_sync) -> clip -> AdamW with
-// the schedule. Produces StepMetrics; knows nothing of where they go.
-// Without a DistContext it is a single process.
+// One rank's training loop: data (this rank's shard, prepared ahead by the
+// loader) -> forward (the plan applied inside the sections) -> masked loss
+// -> backward with gradient averaging across ranks overlapped
+// (dist/grad_sync) -> clip -> AdamW with the schedule. Produces
+// StepMetrics; knows nothing of where they go. Without a DistContext it is
+// a single process.
+//
+// The trainer applies a recomputation plan and, when a step runs out of
+// memory, asks its out-of-memory handler (wg/plan/oom_policy.h) for the plan
+// to retry with; choosing plans, costs and budgets is wg/plan's business.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,13 +24,14 @@
 #include "wg/dist/communicator.h"
 #include "wg/dist/context.h"
 #include "wg/dist/grad_sync.h"
-#include "wg/model/checkpoint_plan.h"
-#include "wg/model/memory_planner.h"
-#include "wg/model/piece.h"
 #include "wg/model/weather_model.h"
+#include "wg/plan/auto_plan.h"
+#include "wg/plan/cost_profile.h"
+#include "wg/plan/oom_policy.h"
+#include "wg/plan/recompute_plan.h"
+#include "wg/telemetry/step_metrics.h"
 #include "wg/train/loss.h"
 #include "wg/train/lr_schedule.h"
-#include "wg/train/metrics.h"
 
 namespace wg {
 
@@ -37,11 +42,13 @@ class NonFiniteLossError : public std::runtime_error {
 
 class Trainer {
  public:
-  // Builds model, optimizer, data and schedule. Seeds LibTorch's generator
-  // with config.seed first, so the initial weights are reproducible. With
-  // `dist` and `comm` (several ranks), rank 0's weights are broadcast and
-  // gradients are averaged every step; the plan may differ per rank.
-  Trainer(const Config& config, const CheckpointPlan& plan, const torch::Device& device,
+  // `data`: the run's dataset for this rank, opened and checked once by the
+  // caller; the trainer owns it from now on. Builds model, optimizer and
+  // schedule; seeds LibTorch's generator with config.seed first, so the
+  // initial weights are reproducible. With `dist` and `comm` (several
+  // ranks), rank 0's weights are broadcast and gradients are averaged every
+  // step; the plan may differ per rank.
+  Trainer(const Config& config, Dataset data, const RecomputePlan& plan, const torch::Device& device,
           const DistContext* dist = nullptr, Communicator* comm = nullptr);
   ~Trainer();
 
@@ -73,20 +80,14 @@ class Trainer {
   int64_t steady_base_bytes() const;
 
   // The plan in use; changes only between steps (planner, OOM fallback).
-  const CheckpointPlan& plan() const { return plan_; }
-  void set_plan(const CheckpointPlan& plan);
-  // Measured costs guide the out-of-memory fallback; `budget` is quoted in
-  // its final error.
-  void set_costs(const CostModel& costs, const std::string& budget) {
-    costs_ = costs;
-    budget_text_ = budget;
-  }
-  // The planner's prediction, reported in the run summary.
-  void set_prediction(int64_t peak_bytes, double added_seconds) {
-    planned_peak_bytes_ = peak_bytes;
-    planned_added_seconds_ = added_seconds;
-  }
-  int oom_events() const { return oom_events_; }
+  const RecomputePlan& plan() const { return plan_; }
+  void set_plan(const RecomputePlan& plan);
+  // Asked on every rank, with the same step and attempt, when some rank ran
+  // out of memory in a step: returns the plan to retry with, or throws to
+  // give up. Default: OomPolicy(oom_max_retries) without measured costs.
+  using OomHandler = std::function<RecomputePlan(const RecomputePlan& current, const OomEvent& event)>;
+  void on_out_of_memory(OomHandler handler) { oom_handler_ = std::move(handler); }
+  int oom_events() const { return oom_events_; }  // plan changes after running out of memory
 
   // When to stop early and what to do at checkpoints; all optional.
   struct Control {
@@ -102,9 +103,11 @@ class Trainer {
   int rank() const { return rank_; }
   int world() const { return world_; }
   const GradSync* grad_sync() const { return grad_sync_.get(); }
+  const Dataset& dataset() const { return dataset_; }
   WeatherModel& model() { return model_; }
   torch::optim::AdamW& optimizer() { return *optimizer_; }
   const std::string& device_name() const { return device_name_; }
+  int64_t parameter_count() const;
 
  private:
   Config config_;
@@ -112,26 +115,49 @@ class Trainer {
   int rank_, world_;
   torch::Device device_;
   std::string device_name_;
-  WeatherModel model_{nullptr};
   Dataset dataset_;
+  WeatherModel model_{nullptr};
   BatchLoader loader_;  // after dataset_: its workers read it until they are joined
   MaskedLoss loss_;
   LrSchedule schedule_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<GradSync> grad_sync_;
-  CheckpointPlan plan_;
-  std::optional<CostModel> costs_;
-  std::string budget_text_ = "none (manual plan)";
+  RecomputePlan plan_;
+  OomHandler oom_handler_;
   int oom_events_ = 0;
-  int64_t planned_peak_bytes_ = 0;
-  double planned_added_seconds_ = 0;
   int consecutive_skips_ = 0;
 
   bool any_rank(bool flag) const;  // the same answer on every rank
   // Forward on `input` and the masked loss against its targets (NaN-free: validity applied).
   torch::Tensor masked_loss(const ModelInput& input);
-  void recompute_one_more_piece(int64_t step, const std::string& what);
+  // One attempt at forward and backward; returns whether some rank ran out
+  // of memory (then every rank retries). Sets m.skipped on a skipped step.
+  bool attempt_step(const ModelInput& input, StepMetrics& m, std::string& oom_what);
+  void optimizer_step(StepMetrics& m);
 };
+
+// The trainer as the automatic planner's probe (wg/plan/cost_profile.h),
+// on the run's planning batch.
+class TrainerProbe : public PlanProbe {
+ public:
+  explicit TrainerProbe(Trainer& trainer) : trainer_(trainer), batch_(trainer.planning_batch()) {}
+  const RecomputePlan& plan() const override { return trainer_.plan(); }
+  void set_plan(const RecomputePlan& plan) override { trainer_.set_plan(plan); }
+  int64_t probe(PieceObserver* observer) override { return trainer_.probe(batch_, observer); }
+  int64_t current_bytes() const override;
+  int64_t steady_base_bytes() const override { return trainer_.steady_base_bytes(); }
+
+ private:
+  Trainer& trainer_;
+  Batch batch_;
+};
+
+// gradient_checkpointing.policy auto on this rank: measures the costs with
+// the trainer as probe, chooses the plan for `budget_bytes` (keeping the
+// sections `rules` sets), sets it on the trainer with an out-of-memory
+// policy that knows the measured costs and the budget. Throws
+// std::invalid_argument when the budget is below the all-recompute peak.
+AutoPlan apply_auto_plan(Trainer& trainer, int64_t budget_bytes, const RankPlan& rules, int oom_max_retries);
 
 }  // namespace wg

@@ -10,7 +10,4 @@ namespace wg {
 // level: "trace" .. "off". Rank < 0: no rank prefix.
 void setup_logging(const std::string& level = "info", int rank = -1);
 
-// "12.3 MiB"
-std::string format_bytes(int64_t bytes);
-
 }  // namespace wg

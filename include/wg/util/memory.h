@@ -12,7 +12,10 @@ namespace wg {
 struct MemorySnapshot {
   int64_t current_bytes = 0;   // allocated now
   int64_t peak_bytes = 0;      // allocated peak since the last reset
-  int64_t reserved_peak_bytes = 0;  // CUDA: reserved by the caching allocator; CPU: = peak
+  // What the allocator held from the system at most: CUDA: the caching
+  // allocator's reserve (what runs out); CPU: equal to peak_bytes, as the
+  // counting allocator keeps no freed memory between steps.
+  int64_t reserved_peak_bytes = 0;
   int64_t capacity_bytes = 0;  // device memory (CPU: physical memory)
   int64_t available_bytes = 0; // free for this process now, its own tensors included
 };

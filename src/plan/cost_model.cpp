@@ -1,10 +1,12 @@
-// The automatic checkpoint planner (see header).
-#include "wg/model/memory_planner.h"
+// The recomputation cost model and planner (see header).
+#include "wg/plan/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+
+#include "wg/util/units.h"
 
 namespace wg {
 
@@ -56,7 +58,7 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
     if (c.pieces[i].forced == 0) all[i] = false;
   if (c.peak(all) > budget)
     throw std::invalid_argument("memory budget of " + std::to_string(budget) + " bytes (" +
-                                std::to_string(double(budget) / double(1ll << 30)) +
+                                std::to_string(double(budget) / kGiB) +
                                 " GiB) is below the smallest predicted step peak, " + std::to_string(c.peak(all)) +
                                 " bytes with every piece recomputed (that a rule does not fix)");
   for (size_t i = 0; i < n; ++i) out.recompute[i] = c.pieces[i].forced == 1;

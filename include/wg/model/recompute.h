@@ -1,8 +1,8 @@
-// Gradient checkpointing (activation recomputation) for LibTorch, which has
-// no checkpoint API of its own.
+// Activation recomputation for LibTorch, which has no checkpoint API of its
+// own ("gradient checkpointing" in PyTorch's words).
 //
 // `run_piece` is the single place where a plan decision becomes behaviour:
-// every section calls it once per piece in its forward loop. With
+// every section calls it once per piece in its forward loop (piece.h). With
 // recompute=false it simply runs the piece. With recompute=true the piece
 // runs without building a graph and keeps only its input; in backward it
 // runs again, with the random generators restored to their state at the
@@ -22,7 +22,7 @@ namespace wg {
 using PieceFn = std::function<at::Tensor(const at::Tensor&)>;
 
 // Always recomputes (when grad mode is on). Prefer run_piece.
-at::Tensor checkpointed(const PieceFn& fn, const at::Tensor& x, at::TensorList params);
+at::Tensor recomputed(const PieceFn& fn, const at::Tensor& x, at::TensorList params);
 
 at::Tensor run_piece(bool recompute, const PieceFn& fn, const at::Tensor& x, at::TensorList params);
 

@@ -1,4 +1,4 @@
-// Benchmark: step time and memory per checkpoint mode, for one model size.
+// Benchmark: step time and memory per recomputation mode, for one model size.
 //
 // The same mode is applied to every section (embed, latent, pred). All modes
 // train side by side in one process, round-robin step by step, so machine
@@ -9,7 +9,7 @@
 // and the activation bytes held at the end of forward. Ratios are against
 // mode none.
 //
-//   bench_checkpoint_modes [--config F]... [--set K=V]... [--steps N] [--warmup N] [--out FILE]
+//   bench_recompute_modes [--config F]... [--set K=V]... [--steps N] [--warmup N] [--out FILE]
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -22,10 +22,11 @@
 
 #include "bench_common.h"
 #include "wg/config/loader.h"
-#include "wg/model/checkpoint_plan.h"
+#include "wg/plan/recompute_plan.h"
 #include "wg/train/trainer.h"
 #include "wg/util/memory.h"
 #include "wg/util/threads.h"
+#include "wg/util/units.h"
 
 using namespace wg;
 
@@ -35,7 +36,7 @@ struct ModeResult {
   std::string name;
   std::vector<double> step_seconds;
   std::vector<int64_t> step_peak_bytes, activation_bytes;
-  CheckpointPlan plan;
+  RecomputePlan plan;
 };
 
 template <typename T>
@@ -48,16 +49,16 @@ T median(std::vector<T> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::Options opts;
-  try {
-    opts = bench::parse_options(argc, argv, {"--steps", "--warmup", "--out"});
-  } catch (const std::invalid_argument& e) {
-    std::cerr << e.what() << "\n";
-    return 2;
-  }
-  const ConfigSources& sources = opts.sources;
-  const int steps = opts.integer("--steps", 12), warmup = opts.integer("--warmup", 3);
-  const std::string out = opts.text("--out", "bench/results/checkpoint_modes.json");
+  CLI::App app{"Step time and memory per recomputation mode, all modes side by side", "bench_recompute_modes"};
+  ConfigSources sources;
+  bench::add_config_options(app, sources);
+  int steps = 12, warmup = 3;
+  std::string out = "bench/results/recompute_modes.json";
+  app.add_option("--steps", steps, "measured steps per mode")->capture_default_str();
+  app.add_option("--warmup", warmup, "warm-up steps per mode")->capture_default_str();
+  app.add_option("--out", out, "JSON results")->capture_default_str();
+  bench::parse_or_exit(app, argc, argv);
+  bench::default_config(sources);
   spdlog::set_level(spdlog::level::warn);
   install_counting_allocator();
   Config base;
@@ -70,19 +71,19 @@ int main(int argc, char** argv) {
   const int threads = base.num_threads > 0 ? base.num_threads : 1;
   set_compute_threads(threads);
 
-  const struct { const char* name; CheckpointMode mode; int every_n; } modes[] = {
-      {"none", CheckpointMode::None, 1},
-      {"selective", CheckpointMode::Selective, 1},
-      {"every_n=2", CheckpointMode::EveryN, 2},
-      {"full", CheckpointMode::Full, 1}};
+  const struct { const char* name; RecomputeMode mode; int every_n; } modes[] = {
+      {"none", RecomputeMode::None, 1},
+      {"selective", RecomputeMode::Selective, 1},
+      {"every_n=2", RecomputeMode::EveryN, 2},
+      {"full", RecomputeMode::Full, 1}};
   std::vector<ModeResult> results;
   std::vector<std::unique_ptr<Trainer>> trainers;
   for (const auto& m : modes) {
     Config c = bench::with_mode(base, m.mode, m.every_n);
     ModeResult r;
     r.name = m.name;
-    r.plan = resolve_checkpoint_plan(c);
-    trainers.push_back(std::make_unique<Trainer>(c, r.plan, torch::kCPU));
+    r.plan = resolve_plan(c);
+    trainers.push_back(std::make_unique<Trainer>(c, Dataset(c, 0, 1), r.plan, torch::kCPU));
     results.push_back(std::move(r));
   }
   for (int k = 0; k < warmup + steps; ++k)
@@ -111,8 +112,8 @@ int main(int argc, char** argv) {
                  a = double(median(r.activation_bytes));
     char pieces[32];
     std::snprintf(pieces, sizeof pieces, "%d/%d", r.plan.pieces_recomputed(), r.plan.pieces_total());
-    std::printf("%-10s %9s %13.1f %16.2f %15.2f %10.3f %10.3f\n", r.name.c_str(), pieces, t * 1e3, p / 1048576.0,
-                a / 1048576.0, t / t_none, p / p_none);
+    std::printf("%-10s %9s %13.1f %16.2f %15.2f %10.3f %10.3f\n", r.name.c_str(), pieces, t * 1e3, p / kMiB,
+                a / kMiB, t / t_none, p / p_none);
     char row[512];
     std::snprintf(row, sizeof row,
                   "    {\"mode\": \"%s\", \"pieces_recomputed\": %d, \"pieces_total\": %d, \"step_seconds_median\": %.6g, "

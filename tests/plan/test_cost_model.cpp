@@ -5,10 +5,13 @@
 
 #include <random>
 
-#include "wg/model/memory_planner.h"
+#include "wg/plan/cost_model.h"
 
 namespace wg {
 namespace {
+
+// A piece of its own section, for costs made up in a test.
+PieceKey key(const std::string& name) { return PieceKey::io(name, "", PieceKind::Input); }
 
 CostModel random_costs(uint32_t seed, int n) {
   std::mt19937 rng(seed);
@@ -17,7 +20,7 @@ CostModel random_costs(uint32_t seed, int n) {
   int64_t all = 0;
   for (int i = 0; i < n; ++i) {
     PieceCost p;
-    p.key = "p" + std::to_string(i);
+    p.key = key("p" + std::to_string(i));
     p.output_bytes = 1000 + rng() % 20000;
     p.retained_bytes = p.output_bytes + rng() % 200000;
     p.forward_seconds = 1e-4 * (1 + rng() % 100);
@@ -32,7 +35,7 @@ CostModel random_costs(uint32_t seed, int n) {
 TEST(MemoryPlanner, PeakModel) {
   CostModel c;
   c.base_bytes = 100;
-  c.pieces = {{"a", 50, 10, 1.0}, {"b", 40, 5, 2.0}};
+  c.pieces = {{key("a"), 50, 10, 1.0}, {key("b"), 40, 5, 2.0}};
   c.activations_none_bytes = 95;  // transient 5
   c.calibrate();
   EXPECT_EQ(c.transient, 5);
@@ -44,7 +47,7 @@ TEST(MemoryPlanner, PeakModel) {
 
 TEST(MemoryPlanner, CalibrationReproducesBothMeasuredPeaks) {
   CostModel c;
-  c.pieces = {{"a", 500, 100, 1.0}, {"b", 400, 50, 2.0}, {"c", 300, 60, 1.0}};
+  c.pieces = {{key("a"), 500, 100, 1.0}, {key("b"), 400, 50, 2.0}, {key("c"), 300, 60, 1.0}};
   c.activations_none_bytes = 1200 + 300 / 2 + 40;  // alpha 0.5 at the last piece, transient 40
   c.activations_all_bytes = 0 + 750 + 40;          // largest piece first: 1.5 x 500 + 40
   c.calibrate();
@@ -109,7 +112,7 @@ TEST(MemoryPlanner, FixedPiecesStayFixed) {
 
 TEST(MemoryPlanner, NextPieceFreesTheMostBytesPerSecond) {
   CostModel c;
-  c.pieces = {{"slow", 1000, 0, 1.0}, {"fast", 800, 0, 0.1}, {"tiny", 10, 0, 0.0001}};
+  c.pieces = {{key("slow"), 1000, 0, 1.0}, {key("fast"), 800, 0, 0.1}, {key("tiny"), 10, 0, 0.0001}};
   EXPECT_EQ(next_piece_to_recompute(c, {false, false, false}), 1);  // "tiny" frees under 1%
   EXPECT_EQ(next_piece_to_recompute(c, {false, true, false}), 0);
   EXPECT_EQ(next_piece_to_recompute(c, {true, true, false}), 2);   // the last one left

@@ -1,6 +1,7 @@
-// The automatic checkpoint planner: given what each piece costs, choose the
-// pieces to recompute that minimise the added recompute time while the
-// predicted step peak stays within a memory budget.
+// The cost model of recomputation: what each piece keeps for backward and
+// costs to recompute, the step peak a plan is predicted to reach, the
+// planner that picks the pieces to recompute for a memory budget, and the
+// piece to add after an out-of-memory failure.
 //
 // Peak model (bytes). Pieces run in plan-key order (forward order). A piece
 // keeps K_p for backward: retained_p without recomputation, only its output
@@ -16,17 +17,19 @@
 // plan_for_budget is exact over byte amounts on a grid of at most
 // kPlannerGrid steps (rounded to the safe side): a dynamic program over the
 // pieces in order, with the running sum of kept bytes as its state. No
-// LibTorch here: costs come from the profiler (train/cost_profiler).
+// LibTorch here: costs come from the profiler (wg/plan/cost_profile.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "wg/plan/piece_key.h"
+
 namespace wg {
 
 struct PieceCost {
-  std::string key;            // CheckpointPlan key, e.g. "latent/block0.attn"
+  PieceKey key;
   int64_t retained_bytes = 0; // kept after the piece's forward, output included (nothing recomputed)
   int64_t output_bytes = 0;
   double forward_seconds = 0; // one forward of the piece = its recompute time
@@ -36,7 +39,7 @@ struct PieceCost {
 };
 
 struct CostModel {
-  std::vector<PieceCost> pieces;  // in plan key order
+  std::vector<PieceCost> pieces;  // in the plan's (forward) order
   int64_t base_bytes = 0;
   int64_t activations_none_bytes = 0;  // measured step peak above base, nothing recomputed
   int64_t activations_all_bytes = 0;   // ... everything recomputed (0: unknown, alpha stays 0)

@@ -1,10 +1,9 @@
-// Values the trainer produces each step, and the sinks that consume them
-// (terminal log line, JSON lines file). No LibTorch: sinks are plain.
+// Values the trainer produces each step and at the end of a run, and the
+// interface of what consumes them (log line, JSON lines, the rank-0
+// coordinator). No LibTorch: sinks are plain.
 #pragma once
 
 #include <cstdint>
-#include <fstream>
-#include <string>
 
 namespace wg {
 
@@ -21,11 +20,13 @@ struct StepMetrics {
   int64_t skipped_samples = 0;  // samples replaced so far because their data was unreadable (cumulative)
   double samples_per_second = 0;
   double tokens_per_second = 0;
-  int64_t peak_bytes = 0;        // allocator peak during the step
-  int64_t activation_bytes = 0;  // held at the end of forward
-  bool skipped = false;          // non-finite loss, step skipped (nan_policy: skip)
-  int oom_retries = 0;           // attempts repeated after running out of memory
-  double validation_loss = -1;   // after this step (the end of a mini-epoch): the validation loss; < 0: none
+  int64_t peak_bytes = 0;           // allocated peak during the step
+  int64_t peak_reserved_bytes = 0;  // what the allocator held at most (CUDA: the caching allocator's reserve)
+  int64_t activation_bytes = 0;     // held at the end of forward
+  bool nonfinite_loss = false;      // this rank's loss was NaN or infinite
+  bool skipped = false;             // the step was skipped on every rank (a non-finite loss on some rank, nan_policy: skip)
+  int oom_retries = 0;              // attempts repeated after running out of memory
+  double validation_loss = -1;      // after this step (the end of a mini-epoch): the validation loss; < 0: none
 };
 
 struct RunSummary {
@@ -40,9 +41,13 @@ struct RunSummary {
   int64_t peak_bytes = 0;
   int64_t steady_peak_bytes = 0;    // the largest step peak after the first step (optimizer state allocated)
   int64_t oom_retries = 0;
-  int64_t planned_peak_bytes = 0;   // gradient_checkpointing.policy auto: the prediction (0: manual)
-  double planned_added_seconds = 0; // ... and its predicted recompute time per step
   double last_validation_loss = -1; // < 0: no validation ran
+};
+
+// What the automatic planner predicted for the run (zero: a manual plan).
+struct PlanPrediction {
+  int64_t peak_bytes = 0;
+  double added_seconds = 0;  // recompute time per step
 };
 
 class MetricsSink {
@@ -51,32 +56,5 @@ class MetricsSink {
   virtual void on_step(const StepMetrics& m) = 0;
   virtual void on_end(const RunSummary& s) = 0;
 };
-
-// Progress line every `every` steps (and on the last), summary at the end.
-class LogSink : public MetricsSink {
- public:
-  explicit LogSink(int every) : every_(every) {}
-  void on_step(const StepMetrics& m) override;
-  void on_end(const RunSummary& s) override;
-
- private:
-  int every_;
-};
-
-// One JSON object per line every `every` steps; summary.json at the end.
-class JsonlSink : public MetricsSink {
- public:
-  JsonlSink(const std::string& run_dir, int every);
-  void on_step(const StepMetrics& m) override;
-  void on_end(const RunSummary& s) override;
-
- private:
-  std::string run_dir_;
-  int every_;
-  std::ofstream out_;
-};
-
-std::string to_json(const StepMetrics& m);
-std::string to_json(const RunSummary& s);
 
 }  // namespace wg

@@ -5,8 +5,8 @@
 
 #include "../common/tiny_config.h"
 #include "wg/data/dataset.h"
-#include "wg/model/checkpoint.h"
-#include "wg/model/checkpoint_plan.h"
+#include "wg/model/recompute.h"
+#include "wg/plan/recompute_plan.h"
 #include "wg/model/weather_model.h"
 #include "wg/train/batch_tensors.h"
 #include "wg/train/loss.h"
@@ -19,14 +19,14 @@ using wg::testing::tiny_config;
 
 // Gradients of every parameter after one forward/backward of the whole model
 // under `gc`, with fixed weights, batch and dropout seed.
-std::map<std::string, torch::Tensor> gradients(const CheckpointConfig& gc, double* loss_out = nullptr) {
+std::map<std::string, torch::Tensor> gradients(const RecomputeConfig& gc, double* loss_out = nullptr) {
   Config c = tiny_config();
   c.gradient_checkpointing = gc;
-  torch::manual_seed(c.seed);
-  WeatherModel model(c);
-  model->train();
-  model->set_plan(resolve_checkpoint_plan(c));
   Dataset data(c, 0, 1);
+  torch::manual_seed(c.seed);
+  WeatherModel model(c, data.stream_shapes());
+  model->train();
+  model->set_plan(resolve_plan(c));
   ModelInput in = to_model_input(data.batch(3), torch::kCPU);
   torch::manual_seed(1234);  // dropout masks
   torch::Tensor loss = MaskedLoss(c)(model->forward(in), masked_targets(in));
@@ -37,8 +37,8 @@ std::map<std::string, torch::Tensor> gradients(const CheckpointConfig& gc, doubl
   return g;
 }
 
-SectionCheckpointConfig section(CheckpointMode mode, int every_n = 1, std::vector<int> blocks = {}) {
-  SectionCheckpointConfig s;
+SectionRecompute section(RecomputeMode mode, int every_n = 1, std::vector<int> blocks = {}) {
+  SectionRecompute s;
   s.set = true;
   s.mode = mode;
   s.every_n = every_n;
@@ -60,25 +60,31 @@ void expect_same(const std::map<std::string, torch::Tensor>& a, const std::map<s
   EXPECT_GT(compared, 50);
 }
 
-TEST(Checkpoint, EveryModeGivesTheSameGradientsWithDropout) {
+RecomputeConfig nothing_recomputed() {
+  RecomputeConfig none;
+  none.embed = none.latent = none.pred = section(RecomputeMode::None);
+  return none;
+}
+
+TEST(Recompute, EveryModeGivesTheSameGradientsWithDropout) {
   double loss_ref = 0, loss = 0;
-  const auto ref = gradients({}, &loss_ref);
+  const auto ref = gradients(nothing_recomputed(), &loss_ref);
   // Dropout really is on: a different dropout seed changes the gradients.
-  struct Case { const char* name; CheckpointConfig gc; };
+  struct Case { const char* name; RecomputeConfig gc; };
   std::vector<Case> cases;
-  CheckpointConfig all;
-  all.embed = all.latent = all.pred = section(CheckpointMode::Full);
+  RecomputeConfig all;
+  all.embed = all.latent = all.pred = section(RecomputeMode::Full);
   cases.push_back({"full everywhere", all});
-  CheckpointConfig sel;
-  sel.embed = sel.latent = section(CheckpointMode::Selective);
+  RecomputeConfig sel = nothing_recomputed();
+  sel.embed = sel.latent = section(RecomputeMode::Selective);
   cases.push_back({"selective", sel});
-  CheckpointConfig every;
-  every.embed = section(CheckpointMode::EveryN, 2);
-  every.latent = section(CheckpointMode::EveryN, 2);
+  RecomputeConfig every = nothing_recomputed();
+  every.embed = section(RecomputeMode::EveryN, 2);
+  every.latent = section(RecomputeMode::EveryN, 2);
   cases.push_back({"every_n 2", every});
-  CheckpointConfig list;
-  list.embed = section(CheckpointMode::None, 1, {1, 3});
-  list.pred = section(CheckpointMode::Full);
+  RecomputeConfig list = nothing_recomputed();
+  list.embed = section(RecomputeMode::None, 1, {1, 3});
+  list.pred = section(RecomputeMode::Full);
   cases.push_back({"block list + pred", list});
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -87,12 +93,12 @@ TEST(Checkpoint, EveryModeGivesTheSameGradientsWithDropout) {
   }
 }
 
-TEST(Checkpoint, DropoutIsActiveSoTheComparisonMeansSomething) {
+TEST(Recompute, DropoutIsActiveSoTheComparisonMeansSomething) {
   Config c = tiny_config();
-  torch::manual_seed(c.seed);
-  WeatherModel model(c);
-  model->train();
   Dataset data(c, 0, 1);
+  torch::manual_seed(c.seed);
+  WeatherModel model(c, data.stream_shapes());
+  model->train();
   ModelInput in = to_model_input(data.batch(0), torch::kCPU);
   torch::manual_seed(1);
   const double a = MaskedLoss(c)(model->forward(in), masked_targets(in)).item<double>();
@@ -101,7 +107,7 @@ TEST(Checkpoint, DropoutIsActiveSoTheComparisonMeansSomething) {
   EXPECT_NE(a, b);
 }
 
-TEST(Checkpoint, InputWithoutGradAndUnusedParameter) {
+TEST(Recompute, InputWithoutGradAndUnusedParameter) {
   torch::manual_seed(0);
   torch::Tensor w = torch::randn({4, 4}, torch::requires_grad());
   torch::Tensor unused = torch::randn({3}, torch::requires_grad());
@@ -112,14 +118,14 @@ TEST(Checkpoint, InputWithoutGradAndUnusedParameter) {
   torch::Tensor ref = w.grad().clone();
   w.grad().zero_();
   torch::manual_seed(5);
-  torch::Tensor y = checkpointed(fn, x, {w, unused});
+  torch::Tensor y = recomputed(fn, x, {w, unused});
   torch::randn({100});  // consume random numbers between forward and backward
   y.sum().backward();
   EXPECT_TRUE(torch::equal(w.grad(), ref));
   EXPECT_FALSE(unused.grad().defined());
 }
 
-TEST(Checkpoint, InputGradientFlowsThrough) {
+TEST(Recompute, InputGradientFlowsThrough) {
   torch::Tensor w = torch::randn({4, 4}, torch::requires_grad());
   torch::Tensor x = torch::randn({2, 4}, torch::requires_grad());
   PieceFn fn = [&](const torch::Tensor& t) { return (t.matmul(w)).pow(2); };
@@ -132,7 +138,7 @@ TEST(Checkpoint, InputGradientFlowsThrough) {
   EXPECT_TRUE(torch::allclose(w.grad(), gw, 0, 0));
 }
 
-TEST(Checkpoint, NoGraphWorkInEvalUnderNoGrad) {
+TEST(Recompute, NoGraphWorkInEvalUnderNoGrad) {
   torch::Tensor w = torch::randn({4, 4}, torch::requires_grad());
   torch::NoGradGuard no_grad;
   torch::Tensor y = run_piece(true, [&](const torch::Tensor& t) { return t.matmul(w); }, torch::randn({2, 4}), {w});
@@ -141,7 +147,7 @@ TEST(Checkpoint, NoGraphWorkInEvalUnderNoGrad) {
 
 // Peak bytes above the baseline during forward + backward of the embed
 // section alone (4 blocks).
-int64_t embed_activation_peak(CheckpointMode mode) {
+int64_t embed_activation_peak(RecomputeMode mode) {
   install_counting_allocator();
   Config c = tiny_config();
   StreamConfig s = wg::testing::tiny_stream("ERA5", 24, 8, 4);
@@ -150,9 +156,9 @@ int64_t embed_activation_peak(CheckpointMode mode) {
   c.ae_local_dim_embed = 64;
   c.gradient_checkpointing.embed = section(mode);
   torch::manual_seed(0);
-  StreamEmbedTransformer embed(embed_options(c, s));
+  StreamEmbedTransformer embed(embed_options(c, s, StreamShape{s.name, s.token_size, 24, {}}));
   embed->train();
-  embed->set_plan(resolve_checkpoint_plan(c).embed[0]);
+  embed->set_plan(resolve_plan(c));
   torch::Tensor x = torch::randn({256, s.token_size, 24});
   // warm-up allocates parameter gradients, so they do not count below
   embed->forward(x).pow(2).mean().backward();
@@ -162,10 +168,10 @@ int64_t embed_activation_peak(CheckpointMode mode) {
   return memory_snapshot("cpu").peak_bytes - base;
 }
 
-TEST(CheckpointMemory, FullRecomputationHalvesTheActivationPeakAtFourBlocks) {
-  const int64_t none = embed_activation_peak(CheckpointMode::None);
-  const int64_t selective = embed_activation_peak(CheckpointMode::Selective);
-  const int64_t full = embed_activation_peak(CheckpointMode::Full);
+TEST(RecomputeMemory, FullRecomputationHalvesTheActivationPeakAtFourBlocks) {
+  const int64_t none = embed_activation_peak(RecomputeMode::None);
+  const int64_t selective = embed_activation_peak(RecomputeMode::Selective);
+  const int64_t full = embed_activation_peak(RecomputeMode::Full);
   RecordProperty("peak_none", std::to_string(none));
   RecordProperty("peak_full", std::to_string(full));
   std::cout << "activation peak: none " << none << " selective " << selective << " full " << full << " bytes\n";

@@ -1,0 +1,42 @@
+// gradient_checkpointing.policy: auto. Measures the costs on the run's
+// first batch (cost_profile.h), takes the rank's budget (configured, or the
+// device's available memory minus a margin), and picks the fastest plan
+// whose predicted step peak fits; sections that a matching per-node rule
+// sets keep the rule's settings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "wg/config/config.h"
+#include "wg/plan/cost_model.h"
+#include "wg/plan/cost_profile.h"
+#include "wg/plan/rank_plan.h"
+
+namespace wg {
+
+struct AutoPlan {
+  RecomputePlan plan;
+  CostModel costs;
+  int64_t budget_bytes = 0;
+  int64_t predicted_peak_bytes = 0;
+  double added_seconds = 0;
+  std::string budget_text() const;  // "5242880 bytes (0.005 GiB)"
+};
+
+// The budget: memory_budget_gib, or the device's available bytes minus
+// memory_margin_gib.
+int64_t auto_budget_bytes(const AutoPlanConfig& config, int64_t available_bytes);
+
+// The planner's own error margin: it plans for 95% of the budget (its peak
+// model was within a few percent of measured peaks), or, when only the
+// all-recompute plan fits that, for the budget itself.
+constexpr double kModelMargin = 0.05;
+
+// `rules`: the rank's plan with the node rules applied; its pieces in
+// rules.rule_sections win over the planner's. The probe's plan is left as
+// it was. Throws std::invalid_argument when the budget is below the
+// all-recompute peak.
+AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget_bytes, const RankPlan& rules);
+
+}  // namespace wg

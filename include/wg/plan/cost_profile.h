@@ -1,0 +1,42 @@
+// The automatic planner's cost model, measured: a short profiling pass on
+// the run's actual shapes (its first batch) with nothing recomputed, where a
+// PieceObserver records, per plan piece, the bytes it keeps for backward
+// (its output included), its output bytes, and its forward time. An
+// analytic estimate from the output shape is kept beside each measurement
+// as a cross-check. Weights are not changed.
+//
+// The profiler drives the model through PlanProbe, which the trainer
+// implements; no LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "wg/plan/cost_model.h"
+#include "wg/plan/observer.h"
+#include "wg/plan/recompute_plan.h"
+
+namespace wg {
+
+class PlanProbe {
+ public:
+  virtual ~PlanProbe() = default;
+  virtual const RecomputePlan& plan() const = 0;
+  virtual void set_plan(const RecomputePlan& plan) = 0;
+  // Forward and backward of the planning batch without exchanging gradients
+  // or updating weights; gradients are zeroed after. Returns the peak bytes
+  // above those held at its start. `observer` sees every piece (may be null).
+  virtual int64_t probe(PieceObserver* observer) = 0;
+  virtual int64_t current_bytes() const = 0;      // held now on the device
+  virtual int64_t steady_base_bytes() const = 0;  // held at a step's start once training runs
+};
+
+// `repeats` probes after one warm-up probe; times are medians, bytes from
+// the last probe. The probe's plan is restored afterwards.
+CostModel profile_costs(PlanProbe& probe, int repeats = 3);
+
+// The cost model as a table: piece, kept MiB, output MiB, analytic MiB,
+// forward ms.
+std::string cost_table(const CostModel& costs);
+
+}  // namespace wg

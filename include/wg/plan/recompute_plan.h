@@ -1,0 +1,67 @@
+// The recomputation plan: for every piece of the model, whether its
+// activations are recomputed in backward instead of kept. Decided before
+// the model runs (wg/plan/rank_plan.h, auto_plan.h), changed only between
+// steps (the out-of-memory fallback, oom_policy.h); the model only reads it,
+// at one call site per section (wg/model/piece.h).
+//
+// Which pieces exist is the model's structure for a configuration
+// (model_pieces); how the sections' settings select them is resolve_plan:
+//   none       nothing
+//   full       every piece of the section
+//   selective  the attention pieces (the largest activations, cheap to redo)
+//   every_n    blocks 0, n, 2n, ... (all their pieces)
+//   blocks     these blocks (all their pieces), on top of the mode
+// A section without blocks (the prediction head) counts as one block,
+// block 0, made of its pieces.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "wg/config/config.h"
+#include "wg/plan/piece_key.h"
+
+namespace wg {
+
+class RecomputePlan {
+ public:
+  RecomputePlan() = default;
+  // Every piece kept (nothing recomputed).
+  explicit RecomputePlan(std::vector<PieceKey> pieces);
+
+  const std::vector<PieceKey>& pieces() const { return pieces_; }  // forward order
+  size_t size() const { return pieces_.size(); }
+  bool recomputed(size_t i) const { return on_.at(i); }
+  void set(size_t i, bool recompute) { on_.at(i) = recompute; }
+  // By key; throw std::out_of_range naming the key when the plan has no such piece.
+  bool get(const PieceKey& key) const;
+  void set(const PieceKey& key, bool recompute);
+
+  int pieces_total() const { return int(pieces_.size()); }
+  int pieces_recomputed() const;
+  // One row per piece ("section  piece  recompute"), then a count. Logged at start.
+  std::string table() const;
+  // Recomputed / all pieces per section, e.g. "embed 7/7 latent 0/4 pred 0/1".
+  std::string summary() const;
+
+  bool operator==(const RecomputePlan& o) const { return pieces_ == o.pieces_ && on_ == o.on_; }
+
+ private:
+  size_t index_of(const PieceKey& key) const;
+  std::vector<PieceKey> pieces_;
+  std::vector<bool> on_;
+};
+
+// The model's pieces for `config`, in forward order: per stream the embed
+// transformer (input, per block attn and mlp, readout), the latent blocks,
+// the prediction head. WeatherModel builds exactly these (a test checks).
+std::vector<PieceKey> model_pieces(const Config& config);
+
+// The plan the section settings select (see above). Throws
+// std::invalid_argument naming the key when a block index is out of range.
+RecomputePlan resolve_plan(const std::vector<PieceKey>& pieces, const RecomputeConfig& sections);
+inline RecomputePlan resolve_plan(const Config& config) {
+  return resolve_plan(model_pieces(config), config.gradient_checkpointing);
+}
+
+}  // namespace wg

@@ -1,0 +1,105 @@
+// The plan, the model's pieces and the resolution of section settings (see header).
+#include "wg/plan/recompute_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "wg/config/recompute_sections.h"
+
+namespace wg {
+
+RecomputePlan::RecomputePlan(std::vector<PieceKey> pieces) : pieces_(std::move(pieces)), on_(pieces_.size(), false) {}
+
+size_t RecomputePlan::index_of(const PieceKey& key) const {
+  for (size_t i = 0; i < pieces_.size(); ++i)
+    if (pieces_[i] == key) return i;
+  throw std::out_of_range("the recomputation plan has no piece '" + key.str() + "'");
+}
+
+bool RecomputePlan::get(const PieceKey& key) const { return on_[index_of(key)]; }
+void RecomputePlan::set(const PieceKey& key, bool recompute) { on_[index_of(key)] = recompute; }
+
+int RecomputePlan::pieces_recomputed() const { return int(std::count(on_.begin(), on_.end(), true)); }
+
+std::string RecomputePlan::table() const {
+  std::ostringstream os;
+  os << "section        piece          recompute\n";
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    const std::string section = pieces_[i].section_label(), piece = pieces_[i].piece_label();
+    os << section << std::string(section.size() < 15 ? 15 - section.size() : 0, ' ') << piece
+       << std::string(piece.size() < 15 ? 15 - piece.size() : 0, ' ') << (on_[i] ? "yes" : "no") << '\n';
+  }
+  os << "recomputed " << pieces_recomputed() << " of " << pieces_total() << " pieces";
+  return os.str();
+}
+
+std::string RecomputePlan::summary() const {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<int, int>> counts;  // section -> (recomputed, all)
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    const std::string& s = pieces_[i].section;
+    if (!counts.count(s)) order.push_back(s);
+    counts[s].first += on_[i];
+    counts[s].second += 1;
+  }
+  std::ostringstream os;
+  for (const auto& s : order) os << (&s == &order.front() ? "" : " ") << s << " " << counts[s].first << "/" << counts[s].second;
+  return os.str();
+}
+
+std::vector<PieceKey> model_pieces(const Config& c) {
+  std::vector<PieceKey> out;
+  for (const auto& s : c.streams) {
+    out.push_back(PieceKey::io("embed", s.name, PieceKind::Input));
+    for (int b = 0; b < s.embed.num_blocks; ++b) {
+      out.push_back(PieceKey::in_block("embed", s.name, b, PieceKind::Attention));
+      out.push_back(PieceKey::in_block("embed", s.name, b, PieceKind::Mlp));
+    }
+    out.push_back(PieceKey::io("embed", s.name, PieceKind::Readout));
+  }
+  for (int b = 0; b < c.ae_global_num_blocks; ++b) {
+    out.push_back(PieceKey::in_block("latent", "", b, PieceKind::Attention));
+    out.push_back(PieceKey::in_block("latent", "", b, PieceKind::Mlp));
+  }
+  out.push_back(PieceKey::io("pred", "", PieceKind::Head));
+  return out;
+}
+
+RecomputePlan resolve_plan(const std::vector<PieceKey>& pieces, const RecomputeConfig& sections) {
+  // Blocks per section (over all its instances); a section without block pieces is one block.
+  std::map<std::string, int> blocks;
+  for (const auto& p : pieces) blocks[p.section] = std::max(blocks[p.section], p.block + 1);
+  for (const auto& [name, count] : blocks) {
+    const RecomputeSectionInfo* info = find_recompute_section(name);
+    if (!info) throw std::invalid_argument("the model has a section '" + name + "' the configuration does not know");
+    const SectionRecompute& sc = sections.*info->field;
+    if (sc.mode == RecomputeMode::EveryN && sc.every_n < 1)
+      throw std::invalid_argument("gradient_checkpointing." + name + ".every_n must be >= 1");
+    const int n = std::max(1, count);
+    for (int b : sc.blocks)
+      if (b < 0 || b >= n)
+        throw std::invalid_argument("gradient_checkpointing." + name + ".blocks (" + sc.origin.str() + "): block index " +
+                                    std::to_string(b) + " out of range, the section has " + std::to_string(n) +
+                                    " blocks");
+  }
+  RecomputePlan plan(pieces);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const PieceKey& p = pieces[i];
+    const SectionRecompute& sc = sections.*find_recompute_section(p.section)->field;
+    const int block = p.in_a_block() ? p.block : (blocks[p.section] == 0 ? 0 : -1);
+    bool on = false;
+    switch (sc.mode) {
+      case RecomputeMode::None: break;
+      case RecomputeMode::Full: on = true; break;
+      case RecomputeMode::Selective: on = p.is_attention(); break;
+      case RecomputeMode::EveryN: on = block >= 0 && block % sc.every_n == 0; break;
+    }
+    if (block >= 0 && std::find(sc.blocks.begin(), sc.blocks.end(), block) != sc.blocks.end()) on = true;
+    plan.set(i, on);
+  }
+  return plan;
+}
+
+}  // namespace wg

@@ -1,0 +1,105 @@
+// Metric sinks (see header).
+#include "wg/telemetry/sinks.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "wg/util/units.h"
+
+namespace wg {
+
+namespace {
+bool due(int64_t step, int64_t total, int every) { return (step + 1) % every == 0 || step + 1 == total; }
+
+// Non-finite numbers as JSON null (JSON has no NaN), so every line parses.
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+}  // namespace
+
+void LogSink::on_step(const StepMetrics& m) {
+  if (m.validation_loss >= 0)
+    spdlog::info("validation after step {}: loss {:.5f}", m.step + 1, m.validation_loss);
+  if (!due(m.step, m.total_steps, every_)) return;
+  spdlog::info("step {:>6}/{} loss {:.5f} lr {:.3e} grad_norm {:.3f} samples/s {:.1f} tokens/s {:.0f} peak {}{}",
+               m.step + 1, m.total_steps, m.loss, m.lr, m.grad_norm, m.samples_per_second, m.tokens_per_second,
+               format_bytes(m.peak_bytes), m.skipped ? " (skipped: non-finite loss)" : "");
+}
+
+void LogSink::on_end(const RunSummary& s) {
+  if (prediction_.peak_bytes > 0)
+    spdlog::info("auto plan: predicted step peak {}, measured {} after the first step ({:+.1f}%), predicted recompute "
+                 "{:.1f} ms/step",
+                 format_bytes(prediction_.peak_bytes), format_bytes(s.steady_peak_bytes),
+                 100.0 * (double(s.steady_peak_bytes) / double(prediction_.peak_bytes) - 1.0),
+                 prediction_.added_seconds * 1e3);
+  spdlog::info("summary: {} steps in {:.1f} s, loss {:.5f} (first logged) -> {:.5f} (last logged), "
+               "{:.1f} samples/s, peak memory {}, {} skipped steps",
+               s.steps, s.seconds, s.first_loss, s.last_loss, s.mean_samples_per_second, format_bytes(s.peak_bytes),
+               s.skipped_steps);
+}
+
+std::string to_json(const StepMetrics& m) {
+  nlohmann::json j = {
+      {"step", m.step},
+      {"total_steps", m.total_steps},
+      {"loss", number(m.loss)},
+      {"lr", m.lr},
+      {"grad_norm", number(m.grad_norm)},
+      {"step_seconds", m.step_seconds},
+      {"compute_seconds", m.compute_seconds},
+      {"start_bytes", m.start_bytes},
+      {"data_seconds", m.data_seconds},
+      {"skipped_samples", m.skipped_samples},
+      {"samples_per_second", m.samples_per_second},
+      {"tokens_per_second", m.tokens_per_second},
+      {"peak_bytes", m.peak_bytes},
+      {"peak_reserved_bytes", m.peak_reserved_bytes},
+      {"activation_bytes", m.activation_bytes},
+      {"nonfinite_loss", m.nonfinite_loss},
+      {"skipped", m.skipped},
+      {"oom_retries", m.oom_retries},
+  };
+  if (m.validation_loss >= 0) j["validation_loss"] = m.validation_loss;
+  return j.dump();
+}
+
+std::string to_json(const RunSummary& s, const PlanPrediction& p) {
+  const nlohmann::json j = {
+      {"steps", s.steps},
+      {"next_step", s.next_step},
+      {"stopped_early", s.stopped_early},
+      {"skipped_steps", s.skipped_steps},
+      {"seconds", s.seconds},
+      {"first_loss", number(s.first_loss)},
+      {"last_loss", number(s.last_loss)},
+      {"mean_samples_per_second", s.mean_samples_per_second},
+      {"peak_bytes", s.peak_bytes},
+      {"steady_peak_bytes", s.steady_peak_bytes},
+      {"oom_retries", s.oom_retries},
+      {"planned_peak_bytes", p.peak_bytes},
+      {"planned_added_seconds", p.added_seconds},
+      {"last_validation_loss", s.last_validation_loss},
+  };
+  return j.dump();
+}
+
+JsonlSink::JsonlSink(const std::string& run_dir, int every, PlanPrediction prediction)
+    : run_dir_(run_dir), every_(every), prediction_(prediction) {
+  out_.open(run_dir_ + "/metrics.jsonl", std::ios::app);
+  if (!out_) throw std::runtime_error("cannot write " + run_dir_ + "/metrics.jsonl");
+}
+
+void JsonlSink::on_step(const StepMetrics& m) {
+  if (!due(m.step, m.total_steps, every_) && m.validation_loss < 0) return;
+  out_ << to_json(m) << '\n';
+  out_.flush();
+}
+
+void JsonlSink::on_end(const RunSummary& s) {
+  std::ofstream f(run_dir_ + "/summary.json");
+  f << to_json(s, prediction_) << '\n';
+}
+
+}  // namespace wg

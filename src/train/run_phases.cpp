@@ -1,0 +1,305 @@
+// The phases of the wgtrain run (see run_phases.h).
+#include "train/run_phases.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "wg/data/anemoi.h"
+#include "wg/dist/devices.h"
+#include "wg/io/weights.h"
+#include "wg/plan/auto_plan.h"
+#include "wg/telemetry/sinks.h"
+#include "wg/train/run_error.h"
+#include "wg/train/stop_request.h"
+#include "wg/train/train_checkpoint.h"
+#include "wg/util/logging.h"
+#include "wg/util/memory.h"
+#include "wg/util/threads.h"
+#include "wg/util/units.h"
+
+namespace wg::run {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string new_run_id() {
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  char suffix[8];
+  std::snprintf(suffix, sizeof suffix, "%04x", unsigned(std::random_device{}() & 0xffff));
+  return std::string(stamp) + "-" + suffix;
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  if (!f) throw std::runtime_error("cannot write " + path.string());
+}
+
+torch::Device rank_device(const Config& config, const NodeInfo& node) {
+  if (config.device == "cpu") return torch::kCPU;
+  const bool cuda = torch::cuda::is_available();
+  if (config.device == "cuda" && !cuda)
+    throw RunError(2, "configuration: device: cuda requested but no CUDA device is usable");
+  if (!cuda) return torch::kCPU;
+  return torch::Device(torch::kCUDA, device_for_local_rank(node.local_rank, cuda_device_count()));
+}
+
+// Every rank raises together when any rank failed; `speak` decides who logs.
+[[noreturn]] void fail_together(const std::string& message, bool speak) {
+  throw RunError(2, speak ? message : "", RunError::Scope::EveryRankOwn);
+}
+
+}  // namespace
+
+Clock::time_point start_process(const CliOptions& options, const DistContext& dist) {
+  setup_logging(options.log_level, dist.size() > 1 ? dist.rank() : -1);
+  install_stop_handlers();       // USR1 / TERM: stop at the next step, save, exit 0 (idempotent)
+  install_counting_allocator();  // before any tensor exists
+  return Clock::now();
+}
+
+LoadedConfig load_configuration(const ConfigSources& sources) {
+  try {
+    return load_run_config(sources);
+  } catch (const ConfigError& e) {  // the same on every rank: rank 0 reports
+    std::string text = "configuration has " + std::to_string(e.problems().size()) + " problem(s):";
+    for (const auto& p : e.problems()) text += "\n  " + p;
+    throw RunError(2, text);
+  }
+}
+
+Dataset open_data(const Config& config, const DistContext& dist) {
+  const bool lead = dist.rank() == 0;
+  std::string error;
+  std::optional<Dataset> data;
+  try {
+    data.emplace(config, dist.rank(), dist.size());
+  } catch (const DataError& e) {
+    error = std::string("data: ") + e.what();
+  } catch (const std::invalid_argument& e) {  // a world size the configuration cannot use
+    error = std::string("configuration: ") + e.what();
+  }
+  const bool failed = !error.empty();
+  // Rank 0 speaks for errors every rank has; a rank alone with its error speaks for itself.
+  const bool any_failed = dist.size() > 1 ? dist.allreduce_max(failed ? 1 : 0) > 0 : failed;
+  const bool lead_failed = dist.size() > 1 ? dist.allreduce_max(lead && failed ? 1 : 0) > 0 : failed;
+  if (any_failed) fail_together(error, failed && (lead || !lead_failed));
+  // Every rank must see the same training windows, or shards overlap.
+  const double windows = double(data->windows());
+  const double most = dist.allreduce_max(windows), fewest = -dist.allreduce_max(-windows);
+  if (most != fewest)
+    fail_together("data: the ranks see " + std::to_string(int64_t(fewest)) + " to " + std::to_string(int64_t(most)) +
+                      " training windows: their copies of the stores differ (check data_path / WG_DATA_PATH on "
+                      "every node)",
+                  lead);
+  if (lead && !data->summary().empty()) spdlog::info("{}", data->summary());
+  if (lead)
+    for (const auto& w : data->warnings()) spdlog::warn("data: {}", w);
+  return std::move(*data);
+}
+
+Placement place_rank(const Config& config, const DistContext& dist) {
+  Placement p;
+  p.node = dist.node();
+  p.device = rank_device(config, p.node);
+  p.node.device_memory_bytes =
+      p.device.is_cuda() ? cuda_device_memory(p.device.index()) : memory_snapshot("cpu").capacity_bytes;
+  p.threads = config.num_threads > 0 ? config.num_threads
+                                     : std::max(1, int(std::thread::hardware_concurrency()) / p.node.ranks_on_node);
+  return p;
+}
+
+void log_plans_per_rank(const DistContext& dist, const Placement& place, const RecomputePlan& plan) {
+  if (dist.size() == 1) return;
+  char row[256];
+  std::snprintf(row, sizeof row, "%-5d %-5d %-21s %-6d %-12s %s", dist.rank(), place.node.node_index,
+                place.node.hostname.c_str(), place.node.local_rank, place.device.str().c_str(), plan.summary().c_str());
+  const auto rows = dist.gather_strings(row);
+  if (dist.rank() != 0) return;
+  std::string table = "recomputation plans per rank:\nrank  node  host                  local  device       plan";
+  for (const auto& r : rows) table += "\n" + r;
+  spdlog::info("{}", table);
+}
+
+RankPlan plan_rank(const Config& config, const Placement& place, const DistContext& dist) {
+  RankPlan plan;
+  try {
+    plan = plan_for_rank(config, place.node);
+  } catch (const std::invalid_argument& e) {
+    throw RunError(2, std::string("configuration: ") + e.what(), RunError::Scope::EveryRankOwn);
+  }
+  if (plan.automatic) return plan;  // logged once the planner has chosen
+  spdlog::info("recomputation plan ({}{}):\n{}", plan.plan.summary(),
+               plan.rules_applied.empty() ? "" : "; checkpoint_node_rules applied: " + plan.rules_text(),
+               plan.plan.table());
+  log_plans_per_rank(dist, place, plan.plan);
+  return plan;
+}
+
+RunDir make_run_dir(const Config& config, const std::string& resolved_yaml, const RecomputePlan& plan,
+                    const DistContext& dist) {
+  RunDir run;
+  run.run_id = dist.broadcast_string(config.run_id.empty() ? new_run_id() : config.run_id);  // one run, one id
+  run.path = fs::path(config.run_root) / run.run_id;
+  if (dist.rank() == 0) {
+    fs::create_directories(run.path);
+    write_text(run.path / "config.yml", resolved_yaml);
+  }
+  write_plan(run, plan, dist);
+  return run;
+}
+
+void write_plan(const RunDir& run, const RecomputePlan& plan, const DistContext& dist) {
+  if (dist.rank() == 0) write_text(run.path / "plan.txt", plan.table() + "\n");
+}
+
+Training build_trainer(const Config& config, Dataset data, const RankPlan& plan, const Placement& place,
+                       const CliOptions& options, const DistContext& dist) {
+  set_compute_threads(place.threads);
+  Training t;
+  if (dist.size() > 1)
+    t.comm = place.device.is_cuda() ? make_nccl_communicator(dist, place.device.index()) : make_mpi_communicator(dist);
+  try {
+    t.trainer = std::make_unique<Trainer>(config, std::move(data), plan.plan, place.device, &dist, t.comm.get());
+  } catch (const std::invalid_argument& e) {  // the same on every rank: a world size the config cannot use
+    throw RunError(2, std::string("configuration: ") + e.what());
+  }
+  if (options.init_weights.empty()) return t;
+  try {
+    const int n = load_weights(*t.trainer->model(), options.init_weights,
+                               parse_weights_mapping(options.init_weights_prefix));
+    if (dist.rank() == 0)
+      spdlog::info("initialised {} tensors from {}{}", n, options.init_weights,
+                   options.init_weights_prefix.empty() ? "" : " (prefix " + options.init_weights_prefix + ")");
+  } catch (const std::runtime_error& e) {  // SafetensorsError, WeightsMismatchError: the same file on every rank
+    throw RunError(2, std::string("--init-weights: ") + e.what());
+  }
+  return t;
+}
+
+PlanPrediction plan_automatically(Trainer& trainer, const Config& config, const RankPlan& plan,
+                                  const Placement& place, const DistContext& dist) {
+  if (!plan.automatic) return {};
+  std::string failure;
+  AutoPlan a;
+  try {
+    const int64_t budget = auto_budget_bytes(config.auto_plan, memory_snapshot(place.device.str()).available_bytes);
+    a = apply_auto_plan(trainer, budget, plan, config.auto_plan.oom_max_retries);
+  } catch (const std::invalid_argument& e) {
+    failure = e.what();
+  }
+  if (dist.size() > 1 && dist.allreduce_max(failure.empty() ? 0.0 : 1.0) > 0 && failure.empty())
+    failure = "another rank could not plan";
+  if (!failure.empty())
+    throw RunError(2, "gradient_checkpointing.policy auto on rank " + std::to_string(dist.rank()) + ": " + failure,
+                   RunError::Scope::EveryRankOwn);
+  spdlog::info("measured piece costs:\n{}", cost_table(a.costs));
+  spdlog::info("auto plan for a budget of {} ({}): predicted step peak {}, predicted recompute {:.1f} ms/step{}:\n{}",
+               format_bytes(a.budget_bytes), a.plan.summary(), format_bytes(a.predicted_peak_bytes),
+               a.added_seconds * 1e3,
+               plan.rules_applied.empty() ? "" : "; per-node rules " + plan.rules_text() + " keep their sections",
+               a.plan.table());
+  log_plans_per_rank(dist, place, a.plan);
+  return {a.predicted_peak_bytes, a.added_seconds};
+}
+
+std::vector<MetricsSink*> Sinks::all() const {
+  std::vector<MetricsSink*> out{coordinator.get()};
+  for (const auto& f : files) out.push_back(f.get());
+  return out;
+}
+
+Sinks attach_sinks(const Config& config, const CliOptions& options, const RunDir& run, const Placement& place,
+                   const PlanPrediction& prediction, Trainer& trainer, const DistContext& dist) {
+  if (config.auto_plan.cpu_memory_limit_gib > 0)
+    set_cpu_memory_limit(int64_t(config.auto_plan.cpu_memory_limit_gib * kGiB));
+  const bool lead = dist.rank() == 0;
+  if (lead)
+    spdlog::info("run {} in {}: {} rank(s) on {} node(s), {}, device {}, {} threads per rank, {} parameters, {} steps",
+                 run.run_id, run.path.string(), dist.size(), dist.num_nodes(),
+                 dist.size() > 1 ? (place.device.is_cuda() ? "nccl" : "mpi") : "no communication", place.device.str(),
+                 place.threads, trainer.parameter_count(), trainer.total_steps());
+  Sinks s;
+  if (lead && config.telemetry.enabled) {  // every rank reports its windows; rank 0 serves them
+    RunIdentity id;
+    id.run_id = run.run_id;
+    if (const char* job = std::getenv("SLURM_JOB_ID")) id.slurm_job_id = job;
+    for (const auto& f : options.sources.files)
+      id.config += (id.config.empty() ? "" : ",") + fs::path(f).filename().string();
+    id.version = WG_VERSION;
+    id.ranks = dist.size();
+    s.telemetry = std::make_unique<JobTelemetry>(config.telemetry, id, trainer.plan().pieces());
+    s.telemetry->start();
+  }
+  JobTelemetry* telemetry = s.telemetry.get();
+  s.coordinator = std::make_unique<Coordinator>(
+      dist, place.device.str(), memory_snapshot(place.device.str()).capacity_bytes, config.train_log_freq.metrics,
+      [&trainer]() -> const RecomputePlan& { return trainer.plan(); },
+      [telemetry](const std::vector<RankWindow>& w) {
+        if (telemetry) telemetry->on_windows(w);
+      });
+  s.coordinator->set_planned_peak(prediction.peak_bytes);
+  if (lead) {
+    s.files.push_back(std::make_unique<LogSink>(config.train_log_freq.terminal, prediction));
+    s.files.push_back(std::make_unique<JsonlSink>(run.path.string(), config.train_log_freq.metrics, prediction));
+  }
+  return s;
+}
+
+Trainer::Control resume_and_control(const Config& config, const RunDir& run, Trainer& trainer, Sinks& sinks,
+                                    const DistContext& dist, Clock::time_point started) {
+  Trainer::Control control;
+  try {
+    if (auto next = resume_latest(run.path.string(), trainer, dist)) {
+      control.first_step = *next;
+      if (sinks.telemetry) sinks.telemetry->on_resume();
+    }
+  } catch (const std::runtime_error& e) {
+    throw RunError(2, std::string("resume: ") + e.what());
+  }
+  const double limit_s = config.time_limit_minutes * 60.0 - config.stop_margin_seconds;
+  const bool limited = config.time_limit_minutes > 0;
+  control.stop = [&dist, started, limit_s, limited] {  // one small allreduce: every rank stops at the same step
+    const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+    const bool local = stop_requested() || (limited && elapsed >= limit_s);
+    return dist.allreduce_max(local ? 1.0 : 0.0) > 0;
+  };
+  control.checkpoint_every = config.train_log_freq.checkpoint;
+  const std::string dir = run.path.string();
+  const int keep = config.checkpoint_keep;
+  control.checkpoint = [dir, &trainer, &dist, keep](int64_t next) { save_checkpoint(dir, trainer, next, dist, keep); };
+  return control;
+}
+
+RunSummary train(Trainer& trainer, Sinks& sinks, const Trainer::Control& control) {
+  try {
+    return trainer.train(sinks.all(), control);
+  } catch (const NonFiniteLossError& e) {  // all ranks agreed on it
+    if (sinks.telemetry) sinks.telemetry->finish("failed", 0);
+    throw RunError(3, e.what());
+  }
+}
+
+void finish(const RunDir& run, const RunSummary& summary, Trainer& trainer, Sinks& sinks, const DistContext& dist) {
+  if (dist.rank() == 0) {
+    save_weights(*trainer.model(), (run.path / "weights.safetensors").string());
+    spdlog::info("weights written to {}", (run.path / "weights.safetensors").string());
+    if (summary.stopped_early)
+      spdlog::info("stopped at step {} ({}); the checkpoint is saved: run again with run_id {} to continue",
+                   summary.next_step, stop_requested() ? "signal " + std::to_string(stop_signal()) : "time limit",
+                   run.run_id);
+  }
+  if (!sinks.telemetry) return;
+  sinks.telemetry->finish(summary.stopped_early ? "stopped" : "completed", summary.next_step);
+  write_text(run.path / "metrics.prom", sinks.telemetry->exposition());  // the final state, the push's outcome included
+}
+
+}  // namespace wg::run

@@ -1,0 +1,98 @@
+// Private to the wgtrain run (run.cpp): its phases, in the order the run
+// calls them. Each phase either returns what the next ones need or throws a
+// RunError that every rank raises alike (so no rank waits for another in a
+// collective).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wg/config/loader.h"
+#include "wg/data/dataset.h"
+#include "wg/dist/communicator.h"
+#include "wg/dist/context.h"
+#include "wg/plan/rank_plan.h"
+#include "wg/telemetry/coordinator.h"
+#include "wg/telemetry/job_telemetry.h"
+#include "wg/train/cli.h"
+#include "wg/train/trainer.h"
+
+namespace wg::run {
+
+using Clock = std::chrono::steady_clock;
+
+// Logging, stop signals and the counting allocator, before any tensor exists.
+Clock::time_point start_process(const CliOptions& options, const DistContext& dist);
+
+// The configuration, loaded once on every rank; rank 0 reports problems.
+LoadedConfig load_configuration(const ConfigSources& sources);
+
+// Every rank opens its data once; the ranks agree on the outcome (a store
+// may be missing on one node only) and on the training windows.
+Dataset open_data(const Config& config, const DistContext& dist);
+
+// Where this rank computes: device, node (with the device's memory), threads.
+struct Placement {
+  torch::Device device = torch::kCPU;
+  NodeInfo node;
+  int threads = 1;
+};
+Placement place_rank(const Config& config, const DistContext& dist);
+
+// The rank's plan (node rules applied), logged as a table; with several
+// ranks, one line per rank.
+RankPlan plan_rank(const Config& config, const Placement& place, const DistContext& dist);
+void log_plans_per_rank(const DistContext& dist, const Placement& place, const RecomputePlan& plan);
+
+// run_root/run_id, with config.yml and plan.txt written by rank 0.
+struct RunDir {
+  std::string run_id;
+  std::filesystem::path path;
+};
+RunDir make_run_dir(const Config& config, const std::string& resolved_yaml, const RecomputePlan& plan,
+                    const DistContext& dist);
+void write_plan(const RunDir& run, const RecomputePlan& plan, const DistContext& dist);
+
+// The communicator (several ranks) and the trainer, initialised from
+// --init-weights when given. The communicator outlives the trainer.
+struct Training {
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<Trainer> trainer;
+};
+Training build_trainer(const Config& config, Dataset data, const RankPlan& plan, const Placement& place,
+                       const CliOptions& options, const DistContext& dist);
+
+// gradient_checkpointing.policy auto: the fastest plan whose predicted peak
+// fits the rank's budget, set on the trainer with an out-of-memory policy
+// that knows the measured costs. Every rank stops if one cannot plan.
+PlanPrediction plan_automatically(Trainer& trainer, const Config& config, const RankPlan& plan,
+                                  const Placement& place, const DistContext& dist);
+
+// Where the step metrics go: the rank-0 coordinator (every rank), the log
+// line and metrics.jsonl (rank 0), Prometheus (rank 0, telemetry.enabled).
+struct Sinks {
+  std::unique_ptr<JobTelemetry> telemetry;
+  std::unique_ptr<Coordinator> coordinator;
+  std::vector<std::unique_ptr<MetricsSink>> files;
+  std::vector<MetricsSink*> all() const;
+};
+Sinks attach_sinks(const Config& config, const CliOptions& options, const RunDir& run, const Placement& place,
+                   const PlanPrediction& prediction, Trainer& trainer, const DistContext& dist);
+
+// Resume from the newest valid checkpoint; stop on a signal or the time
+// limit at a step all ranks agree on; save checkpoints.
+Trainer::Control resume_and_control(const Config& config, const RunDir& run, Trainer& trainer, Sinks& sinks,
+                                    const DistContext& dist, Clock::time_point started);
+
+// Train; a non-finite loss ends the run with exit code 3 and a failed outcome.
+RunSummary train(Trainer& trainer, Sinks& sinks, const Trainer::Control& control);
+
+// Weights, the final message, the telemetry outcome.
+void finish(const RunDir& run, const RunSummary& summary, Trainer& trainer, Sinks& sinks, const DistContext& dist);
+
+}  // namespace wg::run

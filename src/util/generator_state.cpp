@@ -1,0 +1,38 @@
+// Generator states (see header). Each state is copied under the generator's
+// own mutex: loader threads never draw from LibTorch's generators, but
+// LibTorch's intra-op threads may.
+#include "wg/util/generator_state.h"
+
+#include <ATen/Context.h>
+
+#include <mutex>
+
+namespace wg {
+
+GeneratorStates GeneratorStates::capture(const c10::Device& device) {
+  GeneratorStates s;
+  s.generators_.push_back(at::globalContext().defaultGenerator(c10::DeviceType::CPU));
+  if (device.type() != c10::DeviceType::CPU) s.generators_.push_back(at::globalContext().defaultGenerator(device));
+  for (auto& g : s.generators_) {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    s.states_.push_back(g.get_state());
+  }
+  return s;
+}
+
+GeneratorStates GeneratorStates::cpu_from(const at::Tensor& state) {
+  GeneratorStates s;
+  s.generators_.push_back(at::globalContext().defaultGenerator(c10::DeviceType::CPU));
+  s.states_.push_back(state);
+  return s;
+}
+
+void GeneratorStates::restore() const {
+  for (size_t i = 0; i < generators_.size(); ++i) {
+    at::Generator g = generators_[i];
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_state(states_[i]);
+  }
+}
+
+}  // namespace wg

@@ -1,0 +1,75 @@
+// Per-node recomputation rules: matching by host pattern, node index and
+// device memory; later rules win; unset sections stay global.
+#include <gtest/gtest.h>
+
+#include "wg/plan/node_rules.h"
+#include "wg/util/units.h"
+
+namespace wg {
+namespace {
+
+NodeInfo node(const std::string& host, int index, double gib) {
+  NodeInfo n;
+  n.hostname = host;
+  n.node_index = index;
+  n.device_memory_bytes = int64_t(gib * kGiB);
+  return n;
+}
+
+SectionRecompute mode(RecomputeMode m) {
+  SectionRecompute s;
+  s.set = true;
+  s.mode = m;
+  return s;
+}
+
+TEST(NodeRules, Matching) {
+  NodeRuleMatch m;
+  EXPECT_TRUE(rule_matches(m, node("jwb0042", 3, 40)));  // no condition: every rank
+  m.hostname = "jwb00[0-4]*";
+  EXPECT_TRUE(rule_matches(m, node("jwb0042", 3, 40)));
+  EXPECT_FALSE(rule_matches(m, node("jwb0052", 3, 40)));
+  m.nodes = {1, 3};
+  EXPECT_TRUE(rule_matches(m, node("jwb0042", 3, 40)));
+  EXPECT_FALSE(rule_matches(m, node("jwb0042", 2, 40)));
+  m = {};
+  m.min_device_memory_gib = 25;
+  EXPECT_TRUE(rule_matches(m, node("a", 0, 40)));
+  EXPECT_TRUE(rule_matches(m, node("a", 0, 25)));
+  EXPECT_FALSE(rule_matches(m, node("a", 0, 24.9)));
+  m.max_device_memory_gib = 32;
+  EXPECT_FALSE(rule_matches(m, node("a", 0, 40)));
+}
+
+TEST(NodeRules, LaterRulesWinAndOnlySetSectionsChange) {
+  Config c;
+  c.gradient_checkpointing.embed = mode(RecomputeMode::Full);
+  c.gradient_checkpointing.latent = mode(RecomputeMode::Selective);
+  NodeRule big;  // WeatherGenerator's rule of thumb: >= 25 GiB, no embed recomputation
+  big.match.min_device_memory_gib = 25;
+  big.set.embed = mode(RecomputeMode::None);
+  NodeRule node1;
+  node1.match.nodes = {1};
+  node1.set.embed = mode(RecomputeMode::EveryN);
+  node1.set.pred = mode(RecomputeMode::Full);
+  c.checkpoint_node_rules = {big, node1};
+
+  const NodeSettings small0 = apply_node_rules(c, node("n0", 0, 16));
+  EXPECT_TRUE(small0.rules_applied.empty());
+  EXPECT_EQ(small0.sections.embed.mode, RecomputeMode::Full);
+
+  const NodeSettings big0 = apply_node_rules(c, node("n0", 0, 80));
+  EXPECT_EQ(big0.rules_applied, std::vector<int>{0});
+  EXPECT_EQ(big0.sections.embed.mode, RecomputeMode::None);
+  EXPECT_EQ(big0.sections.latent.mode, RecomputeMode::Selective);  // untouched
+  EXPECT_EQ(big0.rule_sections, std::set<std::string>{"embed"});
+
+  const NodeSettings big1 = apply_node_rules(c, node("n1", 1, 80));
+  EXPECT_EQ(big1.rules_applied, (std::vector<int>{0, 1}));
+  EXPECT_EQ(big1.sections.embed.mode, RecomputeMode::EveryN);  // the later rule
+  EXPECT_EQ(big1.sections.pred.mode, RecomputeMode::Full);
+  EXPECT_EQ(big1.rule_sections, (std::set<std::string>{"embed", "pred"}));
+}
+
+}  // namespace
+}  // namespace wg

@@ -1,0 +1,104 @@
+// The rank-0 sinks: metrics.jsonl carries every StepMetrics field as JSON
+// (non-finite numbers as null, so every line parses), summary.json every
+// RunSummary field and the planner's prediction.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "wg/telemetry/sinks.h"
+
+namespace wg {
+namespace {
+
+namespace fs = std::filesystem;
+
+StepMetrics sample_step() {
+  StepMetrics m;
+  m.step = 4;
+  m.total_steps = 10;
+  m.loss = 0.25;
+  m.lr = 1e-4;
+  m.grad_norm = 1.5;
+  m.step_seconds = 0.5;
+  m.compute_seconds = 0.4;
+  m.start_bytes = 1000;
+  m.data_seconds = 0.1;
+  m.skipped_samples = 2;
+  m.samples_per_second = 4;
+  m.tokens_per_second = 400;
+  m.peak_bytes = 5000;
+  m.peak_reserved_bytes = 6000;
+  m.activation_bytes = 3000;
+  m.nonfinite_loss = false;
+  m.skipped = false;
+  m.oom_retries = 1;
+  return m;
+}
+
+TEST(Sinks, StepRecordHasEveryField) {
+  const auto j = nlohmann::json::parse(to_json(sample_step()));
+  for (const char* key : {"step", "total_steps", "loss", "lr", "grad_norm", "step_seconds", "compute_seconds",
+                          "start_bytes", "data_seconds", "skipped_samples", "samples_per_second", "tokens_per_second",
+                          "peak_bytes", "peak_reserved_bytes", "activation_bytes", "nonfinite_loss", "skipped",
+                          "oom_retries"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_FALSE(j.contains("validation_loss"));  // only after a validation
+  EXPECT_EQ(j["step"], 4);
+  EXPECT_EQ(j["compute_seconds"], 0.4);
+  EXPECT_EQ(j["start_bytes"], 1000);
+  EXPECT_EQ(j["peak_reserved_bytes"], 6000);
+  EXPECT_EQ(j["oom_retries"], 1);
+  StepMetrics v = sample_step();
+  v.validation_loss = 0.75;
+  EXPECT_EQ(nlohmann::json::parse(to_json(v))["validation_loss"], 0.75);
+}
+
+TEST(Sinks, NonFiniteLossIsNullNotInvalidJson) {
+  StepMetrics m = sample_step();
+  m.loss = std::nan("");
+  m.nonfinite_loss = true;
+  m.skipped = true;
+  const auto j = nlohmann::json::parse(to_json(m));
+  EXPECT_TRUE(j["loss"].is_null());
+  EXPECT_EQ(j["nonfinite_loss"], true);
+  EXPECT_EQ(j["skipped"], true);
+}
+
+TEST(Sinks, JsonlAndSummaryFiles) {
+  const fs::path dir = fs::temp_directory_path() / ("wg_sinks_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    JsonlSink sink(dir.string(), 5, PlanPrediction{123456, 0.25});
+    for (int k = 0; k < 10; ++k) {
+      StepMetrics m = sample_step();
+      m.step = k;
+      if (k == 6) m.validation_loss = 0.5;  // recorded although step 7 is not due
+      sink.on_step(m);
+    }
+    RunSummary s;
+    s.steps = 10;
+    s.next_step = 10;
+    s.stopped_early = false;
+    sink.on_end(s);
+  }
+  std::ifstream lines(dir / "metrics.jsonl");
+  std::vector<int64_t> steps;
+  for (std::string line; std::getline(lines, line);) steps.push_back(nlohmann::json::parse(line)["step"]);
+  EXPECT_EQ(steps, (std::vector<int64_t>{4, 6, 9}));
+  std::ifstream summary_file(dir / "summary.json");
+  const auto summary = nlohmann::json::parse(summary_file);
+  EXPECT_EQ(summary["steps"], 10);
+  EXPECT_EQ(summary["next_step"], 10);
+  EXPECT_EQ(summary["stopped_early"], false);
+  EXPECT_EQ(summary["planned_peak_bytes"], 123456);
+  EXPECT_EQ(summary["planned_added_seconds"], 0.25);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace wg
