@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A private one-node Slurm 22.05 cluster for tests (see shared/design/slurm-lab.md).
+# A private one-node Slurm 22.05 cluster for tests: munged, slurmctld and slurmd on this host.
 #   tests/hpc/slurm_cluster.sh start DIR   # munged, slurmctld, slurmd; waits until the node is idle
 #   tests/hpc/slurm_cluster.sh stop DIR    # kills them by their recorded PIDs
 # After start, `source DIR/env.sh` (or export SLURM_CONF=DIR/slurm.conf) to use it.

@@ -1,5 +1,5 @@
-// A reader for Zarr format v2 stores (the anemoi-datasets layout, see
-// shared/design/anemoi-zarr.md). No LibTorch.
+// A reader for Zarr format v2 stores (the layout anemoi-datasets writes;
+// docs/configuration.md describes how the trainer reads them). No LibTorch.
 //
 // Supported: dtypes <f4 <f8 <i8 |b1 <M8[s] (little-endian), order "C", no
 // filters, compressor null or blosc (any blosc codec and shuffle), both
