@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <prometheus/check_names.h>
 
 namespace wg::telemetry {
 
@@ -50,7 +51,7 @@ bool FileSdTarget::write(const std::vector<std::string>& targets, const Labels& 
   try {
     if (path_.empty()) return fail("empty path");
     for (const auto& kv : labels)
-      if (!valid_label_name(kv.first)) return fail("invalid label name '" + kv.first + "'");
+      if (!prometheus::CheckLabelName(kv.first)) return fail("invalid label name '" + kv.first + "'");
     for (const auto& t : targets)
       if (t.empty()) return fail("empty target");
     const std::string text = file_sd_json(targets, labels);

@@ -1,15 +1,21 @@
 // Test helpers for the telemetry suites: a plain-socket HTTP client (one
-// request per connection, bounded by socket timeouts) and a free-port finder.
+// request per connection, bounded by socket timeouts), clients that never
+// finish their request, and a free-port finder.
 #pragma once
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace wg::telemetry::testing {
 
@@ -76,6 +82,74 @@ inline HttpResponse raw_http(int port, const std::string& request, int timeout_m
 inline HttpResponse http_get(int port, const std::string& path) {
   return raw_http(port, "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
 }
+
+// `n` connections to 127.0.0.1:`port` that each send a request line and a
+// header, and never the blank line that ends the headers. Closed on
+// destruction.
+class HalfOpenClients {
+ public:
+  HalfOpenClients(int port, int n) {
+    const std::string partial = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    for (int i = 0; i < n; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(uint16_t(port));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+          ::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL) != ssize_t(partial.size())) {
+        ::close(fd);
+        continue;
+      }
+      fds_.push_back(fd);
+    }
+  }
+  ~HalfOpenClients() {
+    for (int fd : fds_) ::close(fd);
+  }
+  HalfOpenClients(const HalfOpenClients&) = delete;
+  HalfOpenClients& operator=(const HalfOpenClients&) = delete;
+
+  int connected() const { return int(fds_.size()); }
+
+  // Waits until the server has closed every connection, or `timeout_ms`.
+  // Per connection: the HTTP status it answered before closing, 0 if it
+  // closed without an answer, -1 if it was still open at the deadline.
+  std::vector<int> wait_for_close(int timeout_ms) {
+    std::vector<int> status(fds_.size(), -1);
+    std::vector<std::string> got(fds_.size());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      std::vector<pollfd> p;
+      std::vector<size_t> which;
+      for (size_t i = 0; i < fds_.size(); ++i)
+        if (status[i] == -1) {
+          p.push_back({fds_[i], POLLIN, 0});
+          which.push_back(i);
+        }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      if (p.empty() || left <= 0) break;
+      if (::poll(p.data(), p.size(), int(left)) <= 0) continue;
+      for (size_t k = 0; k < p.size(); ++k) {
+        if (!p[k].revents) continue;
+        const size_t i = which[k];
+        char buf[1024];
+        ssize_t n = ::recv(fds_[i], buf, sizeof buf, 0);
+        if (n > 0) {
+          got[i].append(buf, size_t(n));
+          continue;
+        }
+        status[i] = got[i].compare(0, 5, "HTTP/") == 0 ? std::atoi(got[i].c_str() + got[i].find(' ') + 1) : 0;
+      }
+    }
+    return status;
+  }
+
+ private:
+  std::vector<int> fds_;
+};
 
 // A port that was free a moment ago (bind to port 0, read it, close).
 inline int free_port() {

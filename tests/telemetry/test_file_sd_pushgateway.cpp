@@ -1,7 +1,11 @@
-// Tests of the file_sd target file and the Pushgateway client; the latter
-// against a real /usr/bin/prometheus-pushgateway started on 127.0.0.1.
+// Tests of the file_sd target file and the Pushgateway push (prometheus-cpp's
+// Gateway behind telemetry/push); the latter against a real
+// /usr/bin/prometheus-pushgateway started on 127.0.0.1, and against one that
+// is not there or never answers.
 #include <gtest/gtest.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -15,11 +19,13 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "http_client.h"
+#include "wg/telemetry/families.h"
 #include "wg/telemetry/file_sd.h"
-#include "wg/telemetry/pushgateway.h"
+#include "wg/telemetry/push.h"
 
 extern char** environ;
 
@@ -61,7 +67,10 @@ class PushgatewayProcess {
   bool start(std::string* error) {
     port_ = free_port();
     std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(port_);
-    std::vector<std::string> args = {"/usr/bin/prometheus-pushgateway", listen, "--log.level=error"};
+    // In memory only: Debian's default persistence file is shared by every
+    // Pushgateway started on the machine, and would bring other runs' pushes.
+    std::vector<std::string> args = {"/usr/bin/prometheus-pushgateway", listen, "--persistence.file=",
+                                     "--log.level=error"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -115,13 +124,34 @@ class PushgatewayProcess {
 
 bool have_pushgateway() { return ::access("/usr/bin/prometheus-pushgateway", X_OK) == 0; }
 
-const char* kPushBody =
-    "# HELP wgtrain_job_last_step Last step the job finished.\n"
-    "# TYPE wgtrain_job_last_step gauge\n"
-    "wgtrain_job_last_step 42\n"
-    "# HELP wgtrain_job_status 1 for the job's final status.\n"
-    "# TYPE wgtrain_job_status gauge\n"
-    "wgtrain_job_status{status=\"completed\"} 1\n";
+// The job outcome as JobTelemetry::finish pushes it.
+std::shared_ptr<prometheus::Registry> outcome(int64_t last_step) {
+  auto r = std::make_shared<prometheus::Registry>();
+  OutcomeFamilies o(*r);
+  o.last_step.Add({}).Set(double(last_step));
+  o.status.Add({{"status", "completed"}}).Set(1);
+  return r;
+}
+
+// A TCP listener on 127.0.0.1 that accepts into its backlog and never answers.
+struct SilentListener {
+  int fd = -1;
+  int port = 0;
+  SilentListener() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(fd, 4) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+      port = ntohs(addr.sin_port);
+  }
+  ~SilentListener() {
+    if (fd >= 0) ::close(fd);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
 
 }  // namespace
 
@@ -201,8 +231,9 @@ TEST(TelemetryPushgateway, PushesToARealPushgateway) {
   PushgatewayProcess gw;
   std::string error;
   ASSERT_TRUE(gw.start(&error)) << error;
-  ASSERT_TRUE(push_to_gateway(gw.url(), "wgtrain", "run-1", kPushBody, &error)) << error;
-  ASSERT_TRUE(push_to_gateway(gw.url(), "wgtrain", "exp/2", kPushBody, &error)) << error;
+  ASSERT_TRUE(push_to_gateway(gw.url(), "wgtrain", "run-1", outcome(42), &error)) << error;
+  ASSERT_TRUE(push_to_gateway(gw.url(), "wgtrain", "exp/2", outcome(42), &error)) << error;
+  ASSERT_TRUE(push_to_gateway(gw.url() + "/", "wgtrain", "", outcome(7), &error)) << error;
   auto resp = http_get(gw.port(), "/metrics");
   ASSERT_EQ(resp.status, 200);
   EXPECT_NE(resp.body.find("wgtrain_job_last_step{instance=\"run-1\",job=\"wgtrain\"} 42\n"), std::string::npos)
@@ -210,42 +241,67 @@ TEST(TelemetryPushgateway, PushesToARealPushgateway) {
   EXPECT_NE(resp.body.find("wgtrain_job_status{instance=\"run-1\",job=\"wgtrain\",status=\"completed\"} 1\n"),
             std::string::npos);
   EXPECT_NE(resp.body.find("wgtrain_job_last_step{instance=\"exp/2\",job=\"wgtrain\"} 42\n"), std::string::npos);
+  EXPECT_NE(resp.body.find("wgtrain_job_last_step{instance=\"\",job=\"wgtrain\"} 7\n"), std::string::npos);
 
-  // A body the Pushgateway refuses: false with the HTTP status, no throw.
+  // A push the Pushgateway refuses (a family the other groups have as a
+  // gauge, now a counter): false with the HTTP status, no throw.
+  auto refused = std::make_shared<prometheus::Registry>();
+  prometheus::BuildCounter().Name("wgtrain_job_last_step").Help("Steps.").Register(*refused).Add({}).Increment();
   error.clear();
-  EXPECT_FALSE(push_to_gateway(gw.url(), "wgtrain", "run-1", "this is { not metrics\n", &error));
+  EXPECT_FALSE(push_to_gateway(gw.url(), "wgtrain", "run-1", refused, &error));
   EXPECT_NE(error.find("HTTP 4"), std::string::npos) << error;
+  // The group kept what was pushed before.
+  EXPECT_NE(http_get(gw.port(), "/metrics").body.find("wgtrain_job_last_step{instance=\"run-1\",job=\"wgtrain\"} 42\n"),
+            std::string::npos);
 }
 
 TEST(TelemetryPushgateway, UnreachableOrSilentGatewayFailsWithinTheTimeout) {
   std::string error;
   auto t0 = Clock::now();
-  EXPECT_FALSE(push_to_gateway("http://127.0.0.1:" + std::to_string(free_port()), "wgtrain", "r", kPushBody, &error));
-  EXPECT_FALSE(error.empty());
+  EXPECT_FALSE(push_to_gateway("http://127.0.0.1:" + std::to_string(free_port()), "wgtrain", "r", outcome(1), &error));
+  EXPECT_NE(error.find("curl: "), std::string::npos) << error;  // connection refused, in curl's words
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500));
 
-  // A listener that never answers: the response wait ends at the timeout.
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(fd, 4), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  error.clear();
-  PushOptions opts;
-  opts.timeout_ms = 500;
-  t0 = Clock::now();
-  EXPECT_FALSE(push_to_gateway("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), "wgtrain", "r",
-                               kPushBody, &error, opts));
-  auto took = Clock::now() - t0;
-  EXPECT_NE(error.find("timed out"), std::string::npos) << error;
-  EXPECT_GE(took, std::chrono::milliseconds(400));
-  EXPECT_LT(took, std::chrono::milliseconds(1500));
-  ::close(fd);
+  // A listener that never answers: the wait ends at the timeout.
+  {
+    SilentListener silent;
+    ASSERT_GT(silent.port, 0);
+    error.clear();
+    PushOptions opts;
+    opts.timeout_ms = 500;
+    t0 = Clock::now();
+    EXPECT_FALSE(push_to_gateway(silent.url(), "wgtrain", "r", outcome(1), &error, opts));
+    auto took = Clock::now() - t0;
+    EXPECT_NE(error.find("timed out"), std::string::npos) << error;
+    EXPECT_GE(took, std::chrono::milliseconds(400));
+    EXPECT_LT(took, std::chrono::milliseconds(1500));
+  }  // the listener closes: the abandoned push ends in the background
 
   error.clear();
-  EXPECT_FALSE(push_to_gateway("https://127.0.0.1:9091", "wgtrain", "r", kPushBody, &error));
+  EXPECT_FALSE(push_to_gateway("https://127.0.0.1:9091", "wgtrain", "r", outcome(1), &error));
   EXPECT_NE(error.find("only http://"), std::string::npos) << error;
+  error.clear();
+  EXPECT_FALSE(push_to_gateway("http://127.0.0.1:9091", "wg/train", "r", outcome(1), &error));
+  EXPECT_NE(error.find("job name"), std::string::npos) << error;
+}
+
+// The process exits promptly, with its own code, while an abandoned push is
+// still blocked on a silent Pushgateway, and when it wakes up during exit.
+TEST(TelemetryPushgateway, AbandonedPushNeitherHangsNorCrashesExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (bool wake_during_exit : {false, true}) {
+    EXPECT_EXIT(
+        {
+          ::alarm(10);  // a hang fails the test (SIGALRM) instead of holding it up
+          SilentListener silent;
+          PushOptions opts;
+          opts.timeout_ms = 200;
+          std::string error;
+          const bool pushed = push_to_gateway(silent.url(), "wgtrain", "r", outcome(1), &error, opts);
+          if (wake_during_exit) ::close(std::exchange(silent.fd, -1));  // curl sees the reset while exit runs
+          std::exit(pushed ? 1 : 7);
+        },
+        ::testing::ExitedWithCode(7), "")
+        << (wake_during_exit ? "woken during exit" : "blocked during exit");
+  }
 }

@@ -3,12 +3,15 @@
 // Prometheus never reads half a file. Failures return false, never throw.
 #pragma once
 
+#include <prometheus/labels.h>
+
 #include <string>
 #include <vector>
 
-#include "wg/telemetry/metrics.h"
-
 namespace wg::telemetry {
+
+// Label name -> value, sorted (prometheus-cpp's).
+using Labels = prometheus::Labels;
 
 class FileSdTarget {
  public:

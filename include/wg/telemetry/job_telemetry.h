@@ -1,10 +1,11 @@
-// Rank 0's telemetry for the whole job: the Prometheus families of
-// monitoring/METRICS.md, filled from the windows the coordinator gathers,
-// with job-level aggregates (total throughput, slowest and fastest rank,
-// largest memory peak and where); the /metrics endpoint; the file_sd target
-// file; the final push to a Pushgateway. Telemetry never stops training: a
-// failure (port in use, unwritable file_sd directory, Pushgateway down) is
-// one warning and a count in wgtrain_telemetry_failures_total.
+// Rank 0's telemetry for the whole job: fills the Prometheus families of
+// monitoring/METRICS.md (telemetry/families) from the windows the
+// coordinator gathers, with job-level aggregates (total throughput, slowest
+// and fastest rank, largest memory peak and where); owns the registry, the
+// /metrics endpoint, the file_sd target file and the final push to a
+// Pushgateway. Telemetry never stops training: a failure (port in use,
+// unwritable file_sd directory, Pushgateway down or silent) is one warning
+// and a count in wgtrain_telemetry_failures_total.
 #pragma once
 
 #include <memory>
@@ -12,10 +13,10 @@
 #include <vector>
 
 #include "wg/config/config.h"
-#include "wg/telemetry/file_sd.h"
-#include "wg/telemetry/http_exporter.h"
-#include "wg/telemetry/metrics.h"
 #include "wg/plan/piece_key.h"
+#include "wg/telemetry/families.h"
+#include "wg/telemetry/file_sd.h"
+#include "wg/telemetry/metrics_endpoint.h"
 #include "wg/telemetry/rank_window.h"
 
 namespace wg {
@@ -44,9 +45,10 @@ class JobTelemetry {
   // the endpoint. status: completed | failed | stopped.
   void finish(const std::string& status, int64_t last_step);
 
-  int port() const { return exporter_ ? exporter_->port() : 0; }
-  std::string exposition() const { return registry_.serialize(); }
-  telemetry::Registry& registry() { return registry_; }
+  int port() const { return endpoint_ ? endpoint_->port() : 0; }
+  // The text exposition of the job's families (without the endpoint's own
+  // exposer_* families): what run_dir/metrics.prom holds.
+  std::string exposition() const { return telemetry::exposition(*registry_); }
 
  private:
   void failure(const std::string& kind, const std::string& what);
@@ -54,10 +56,11 @@ class JobTelemetry {
   TelemetryConfig config_;
   RunIdentity run_;
   std::vector<PieceKey> plan_pieces_;
-  telemetry::Registry registry_;
-  telemetry::Family<telemetry::Counter>* failures_ = nullptr;  // owned by registry_
-  telemetry::Counter* restarts_ = nullptr;                     // owned by registry_
-  std::unique_ptr<telemetry::HttpExporter> exporter_;
+  // Shared: the endpoint collects from it through a weak reference.
+  std::shared_ptr<prometheus::Registry> registry_;
+  telemetry::JobFamilies families_;  // registered in registry_, which owns them
+  prometheus::Gauge* memory_peak_max_ = nullptr;  // the one child of families_.job_memory_peak_max
+  std::unique_ptr<telemetry::MetricsEndpoint> endpoint_;
   std::unique_ptr<telemetry::FileSdTarget> file_sd_;
   int64_t last_step_ = 0;
 };

@@ -1,0 +1,157 @@
+// Tests of rank 0's JobTelemetry without a trainer: rank windows become the
+// documented series (the reserved peak where METRICS.md says so, non-finite
+// losses apart from skipped steps), the endpoint serves them, and telemetry
+// failures (a taken port, an unreachable or silent Pushgateway) are counted,
+// bounded in time and never thrown.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "http_client.h"
+#include "promtool.h"
+#include "wg/telemetry/job_telemetry.h"
+
+using wg::telemetry::testing::free_port;
+using wg::telemetry::testing::http_get;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+wg::RankWindow window(int rank, int64_t step, int64_t allocated, int64_t reserved) {
+  wg::RankWindow w;
+  w.rank = rank;
+  w.local_rank = rank;
+  w.step = step;
+  w.peak_allocated_bytes = allocated;
+  w.peak_reserved_bytes = reserved;
+  w.capacity_bytes = int64_t(1) << 34;
+  w.loss = 0.5;
+  w.lr = 1e-4;
+  w.samples_per_second = 10 + rank;
+  w.num_durations = 2;
+  w.durations[0] = 0.2;
+  w.durations[1] = 0.3;
+  std::strncpy(w.host, "node-a", sizeof w.host - 1);
+  std::strncpy(w.device, "cpu", sizeof w.device - 1);
+  return w;
+}
+
+std::string rank_series(const std::string& name, int rank) {
+  return name + "{device=\"cpu\",local_rank=\"" + std::to_string(rank) + "\",node=\"node-a\",rank=\"" +
+         std::to_string(rank) + "\"} ";
+}
+
+bool has_line(const std::string& text, const std::string& line) { return text.find("\n" + line + "\n") != std::string::npos; }
+
+// A TCP listener on 127.0.0.1 that accepts into its backlog and never answers.
+struct SilentListener {
+  int fd = -1;
+  int port = 0;
+  SilentListener() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(fd, 4) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+      port = ntohs(addr.sin_port);
+  }
+  ~SilentListener() { ::close(fd); }
+};
+
+wg::TelemetryConfig local_config() {
+  wg::TelemetryConfig c;
+  c.address = "127.0.0.1";
+  return c;
+}
+
+}  // namespace
+
+TEST(TelemetryJob, WindowsBecomeTheDocumentedSeries) {
+  wg::JobTelemetry t(local_config(), wg::RunIdentity{"r1", "", "tiny.yml", "0.1.0", 2}, {});
+  t.start();
+  ASSERT_GT(t.port(), 0);
+  // Rank 1 allocates more, rank 0 reserves more: the job's peak is the reserve.
+  auto w0 = window(0, 10, 100, 300), w1 = window(1, 10, 200, 250);
+  w1.nonfinite_total = 2;  // rank 1's loss was non-finite twice...
+  w0.skipped_total = w1.skipped_total = 2;  // ...and both ranks skipped those steps
+  t.on_windows({w0, w1});
+  std::string text = t.exposition();
+  EXPECT_NE(text.find(rank_series("wgtrain_memory_peak_reserved_bytes", 0) + "300\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(rank_series("wgtrain_memory_peak_allocated_bytes", 1) + "200\n"), std::string::npos) << text;
+  EXPECT_TRUE(has_line(text, "wgtrain_job_memory_peak_max_bytes{node=\"node-a\",rank=\"0\"} 300")) << text;
+  EXPECT_NE(text.find(rank_series("wgtrain_nonfinite_losses_total", 0) + "0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(rank_series("wgtrain_nonfinite_losses_total", 1) + "2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(rank_series("wgtrain_skipped_steps_total", 0) + "2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(rank_series("wgtrain_skipped_steps_total", 1) + "2\n"), std::string::npos) << text;
+  EXPECT_TRUE(has_line(text, "wgtrain_restarts_total 0")) << text;
+  EXPECT_TRUE(has_line(text, "wgtrain_step 10")) << text;
+
+  // The next window: rank 1 holds the peak, one series moves there; totals never go down.
+  auto v0 = window(0, 20, 100, 100), v1 = window(1, 20, 100, 400);
+  v1.nonfinite_total = 1;  // a smaller total than exported: ignored
+  t.on_windows({v0, v1});
+  t.on_resume();
+  text = t.exposition();
+  EXPECT_TRUE(has_line(text, "wgtrain_job_memory_peak_max_bytes{node=\"node-a\",rank=\"1\"} 400")) << text;
+  EXPECT_EQ(text.find("wgtrain_job_memory_peak_max_bytes{node=\"node-a\",rank=\"0\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find(rank_series("wgtrain_nonfinite_losses_total", 1) + "2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(rank_series("wgtrain_steps_total", 1) + "20\n"), std::string::npos) << text;
+  EXPECT_TRUE(has_line(text, "wgtrain_restarts_total 1")) << text;
+  if (wg::telemetry::testing::have_promtool()) {
+    auto [rc, out] = wg::telemetry::testing::promtool_check(text);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_EQ(out, "") << text;
+  }
+  // The endpoint serves the same series, and the Exposer's own.
+  auto resp = http_get(t.port(), "/metrics");
+  ASSERT_EQ(resp.status, 200);
+  EXPECT_NE(resp.body.find("wgtrain_job_memory_peak_max_bytes{node=\"node-a\",rank=\"1\"} 400\n"), std::string::npos);
+  EXPECT_NE(resp.body.find("exposer_scrapes_total"), std::string::npos);
+  const int port = t.port();
+  t.finish("completed", 20);
+  EXPECT_EQ(http_get(port, "/metrics").connected, false);  // stopped
+}
+
+TEST(TelemetryJob, TakenPortAndUnreachablePushgatewayAreCountedNotThrown) {
+  wg::JobTelemetry first(local_config(), wg::RunIdentity{"first", "", "tiny.yml", "0.1.0", 1}, {});
+  first.start();
+  ASSERT_GT(first.port(), 0);
+  wg::TelemetryConfig c = local_config();
+  c.port = first.port();
+  c.pushgateway = "http://127.0.0.1:" + std::to_string(free_port());
+  wg::JobTelemetry t(c, wg::RunIdentity{"busy", "", "tiny.yml", "0.1.0", 1}, {});
+  EXPECT_NO_THROW(t.start());
+  EXPECT_EQ(t.port(), 0);
+  t.on_windows({window(0, 5, 10, 10)});
+  const auto t0 = Clock::now();
+  EXPECT_NO_THROW(t.finish("completed", 5));
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500));
+  const std::string text = t.exposition();
+  // What the CLI test greps in metrics.prom.
+  EXPECT_NE(text.find("wgtrain_telemetry_failures_total{kind=\"http\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("wgtrain_telemetry_failures_total{kind=\"pushgateway\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("wgtrain_telemetry_failures_total{kind=\"file_sd\"} 0\n"), std::string::npos) << text;
+}
+
+TEST(TelemetryJob, SilentPushgatewayCostsTheTimeoutAtMost) {
+  SilentListener gw;
+  ASSERT_GT(gw.port, 0);
+  wg::TelemetryConfig c = local_config();
+  c.pushgateway = "http://127.0.0.1:" + std::to_string(gw.port);
+  wg::JobTelemetry t(c, wg::RunIdentity{"silent", "", "tiny.yml", "0.1.0", 1}, {});
+  // Not started: finish() is then the push alone (stopping civetweb takes up to 2 s more).
+  const auto t0 = Clock::now();
+  t.finish("completed", 1);
+  const auto took = Clock::now() - t0;
+  EXPECT_GE(took, std::chrono::milliseconds(1900));  // PushOptions::timeout_ms, 2000 by default
+  EXPECT_LT(took, std::chrono::milliseconds(3500));
+  EXPECT_NE(t.exposition().find("wgtrain_telemetry_failures_total{kind=\"pushgateway\"} 1\n"), std::string::npos);
+}
