@@ -1,51 +1,54 @@
 #!/usr/bin/env bash
-# bench/data_wait.sh [--build DIR] [--steps N] [--lat N] [--lon N]
+# bench/data_wait.sh [--build DIR] [--steps N] [--level L] [--threads T]
 #
-# Share of step time spent waiting for data while training on an anemoi
-# Zarr store, with loader_num_workers 0 (each step reads its own batch), 1
-# and 2. The store (tests/data/make_anemoi_store.py) is bigger than the test
-# fixture so that reading is not free: by default 64 x 128 cells, 20
-# variables, 400 dates. wait share = sum(data_seconds) / sum(step_seconds)
-# over every step but the first (metrics.jsonl with train_log_freq.metrics 1).
-# Prints a table, writes BUILD/bench/data_wait.json.
+# Share of step time spent waiting for data at the ERA5-o96 sample size:
+# one ERA5 stream as upstream's config/streams/era5_1deg/era5.yml (79 source
+# channels, token_size 8, masking_rate 0.6, every masked point a target) on
+# an anemoi store on the O96 grid (40,320 points, ERA5 v8's 101 variables,
+# tests/data/make_anemoi_grid_store.py), HEALPix level 5 as upstream, with a
+# CPU-sized model (config/cpu_mixed.yml's widths), batch 1, with
+# loader_num_workers 0 (each step builds its own batch), 1 and 2.
+# wait share = sum(data_seconds) / sum(step_seconds) over every step but the
+# first (metrics.jsonl with train_log_freq.metrics 1). Compute runs on
+# --threads threads (default 1, leaving the second core of these machines
+# to the loader). Prints a table, writes BUILD/bench/data_wait.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=build STEPS=60 LAT=64 LON=128
+BUILD=build STEPS=16 LEVEL=5 THREADS=1
 while [ $# -gt 0 ]; do
   case $1 in
     --build) BUILD=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
-    --lat) LAT=$2; shift 2 ;;
-    --lon) LON=$2; shift 2 ;;
+    --level) LEVEL=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
     *) echo "data_wait.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
 OUT=$BUILD/bench/data_wait
 DATA=$OUT/data
 mkdir -p "$OUT/streams" "$DATA"
-STORE=$DATA/anemoi-bench-${LAT}x${LON}.zarr
-[ -f "$STORE/.zgroup" ] || /usr/bin/python3 tests/data/make_anemoi_store.py "$STORE" --dates 400 --lat "$LAT" \
-  --lon "$LON" --extra-variables 8 > /dev/null
+STORE=$DATA/era5-o96-bench.zarr
+DATES=$((STEPS + 8))
+[ -f "$STORE/.done-$DATES" ] || {
+  rm -rf "$STORE"
+  /usr/bin/python3 tests/data/make_anemoi_grid_store.py "$STORE" --grid 96 --dates "$DATES" > /dev/null
+  touch "$STORE/.done-$DATES"
+}
 
-cat > "$OUT/streams/era5.yml" <<YML
-ERA5:
-  type: anemoi
-  filenames: ['$(basename "$STORE")']
-  source_exclude: ['tp']
-  target_exclude: ['q_']
-  token_size: 32
-  embed: {net: transformer, num_tokens: 1, num_heads: 4, dim_embed: 64, num_blocks: 2}
-YML
-BATCH=4
+sed "s|filenames : \[.*\]|filenames : ['$(basename "$STORE")']|" config/streams/era5_1deg/era5.yml > "$OUT/streams/era5.yml"
+grep -q "$(basename "$STORE")" "$OUT/streams/era5.yml"
+
 cat > "$OUT/overlay.yml" <<YML
 streams_directory: streams/
+healpix_level: $LEVEL
 start_date: 202001010000
-end_date: 202003310000
-batch_size_per_gpu: $BATCH
-samples_per_mini_epoch: $((STEPS * BATCH))
+end_date: 202001$(printf %02d $((1 + (DATES - 4) / 4)))0000
+batch_size_per_gpu: 1
+samples_per_mini_epoch: $STEPS
 num_mini_epochs: 1
-lr_steps_warmup: 5
-lr_steps_cooldown: 5
+num_threads: $THREADS
+lr_steps_warmup: 4
+lr_steps_cooldown: 4
 train_log_freq: {terminal: 1000, metrics: 1, checkpoint: 100000}
 telemetry: {enabled: false}
 YML
@@ -54,14 +57,14 @@ results=()
 for workers in 0 1 2; do
   run_id=workers-$workers
   rm -rf "$OUT/runs/$run_id"
-  "$BUILD/wgtrain" --config config/anemoi_fixture.yml --config "$OUT/overlay.yml" --data-path "$DATA" \
+  "$BUILD/wgtrain" --config config/cpu_mixed.yml --config "$OUT/overlay.yml" --data-path "$DATA" \
     --set run_root="$OUT/runs" --set run_id=$run_id --set loader_num_workers=$workers --log-level warn
   results+=("$workers:$OUT/runs/$run_id/metrics.jsonl")
 done
 
-/usr/bin/python3 - "$BUILD/bench/data_wait.json" "$STORE" "${results[@]}" <<'PY'
+/usr/bin/python3 - "$BUILD/bench/data_wait.json" "$STORE" "$LEVEL" "$THREADS" "${results[@]}" <<'PY'
 import json, sys
-out, store, runs = sys.argv[1], sys.argv[2], sys.argv[3:]
+out, store, level, threads, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
 rows = []
 for r in runs:
     workers, path = r.split(":", 1)
@@ -71,11 +74,12 @@ for r in runs:
     rows.append({"loader_num_workers": int(workers), "steps": len(steps), "step_ms": 1e3 * total / len(steps),
                  "wait_ms": 1e3 * wait / len(steps), "wait_share": wait / total,
                  "max_wait_ms": 1e3 * max(s["data_seconds"] for s in steps)})
-print(f"store {store}")
+print(f"store {store} (O96, 40,320 points), healpix_level {level}, {threads} compute thread(s)")
 print(f"{'workers':>7} {'steps':>5} {'step ms':>8} {'wait ms':>8} {'max wait ms':>11} {'wait share':>10}")
 for r in rows:
     print(f"{r['loader_num_workers']:>7} {r['steps']:>5} {r['step_ms']:>8.1f} {r['wait_ms']:>8.2f} "
           f"{r['max_wait_ms']:>11.2f} {100 * r['wait_share']:>9.2f}%")
-json.dump({"store": store, "rows": rows}, open(out, "w"), indent=1)
+json.dump({"store": store, "grid": "O96", "points": 40320, "healpix_level": level, "compute_threads": threads,
+           "rows": rows}, open(out, "w"), indent=1)
 print(f"wrote {out}")
 PY

@@ -1,27 +1,43 @@
-// Benchmark: step time and memory per recomputation mode, for one model size.
+// Benchmark: step time and step peak per recomputation plan, section by
+// section, for one model size.
 //
-// The same mode is applied to every section (embed, latent, pred). All modes
-// train side by side in one process, round-robin step by step, so machine
-// noise hits them alike; each mode's model starts from the same weights and
-// sees the same batches. Reported per mode: median step time after warm-up,
-// the step's memory peak above the memory held when the step starts
-// (activations, recomputation and temporaries: what checkpointing changes),
-// and the activation bytes held at the end of forward. Ratios are against
-// mode none.
+// Plans (rows): none; each of the seven sections alone in `full` (embed,
+// ae_local, ae_adapter, ae_aggregation, ae_global, forecast, pred), the rest
+// none; every section selective, every_n=2 and full; the default (upstream's
+// PR #1168 family: its switches off, aggregation, forecast and the decoder
+// blocks recomputed); and the automatic plan (`policy: auto`) at three
+// budgets between the peaks of `full` and `none` (25, 50, 75 %).
+//
+// All plans train side by side in one process, round-robin step by step, so
+// machine noise hits them alike; each starts from the same weights, sees the
+// same batches and draws the same dropout masks. Reported per plan: median
+// step time after warm-up, the step's memory peak above the memory held when
+// the step starts (what recomputation changes), the activation bytes held at
+// the end of forward, and ratios against `none`. The budgets are absolute
+// (what `budget_gib` means): they come from `none` and `full` measured alone
+// first, and each automatic plan is measured alone again afterwards to check
+// that its absolute peak fits.
 //
 //   bench_recompute_modes [--config F]... [--set K=V]... [--steps N] [--warmup N] [--out FILE]
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench_common.h"
 #include "wg/config/loader.h"
+#include "wg/config/recompute_sections.h"
+#include "wg/plan/auto_plan.h"
+#include "wg/plan/rank_plan.h"
 #include "wg/plan/recompute_plan.h"
 #include "wg/train/trainer.h"
 #include "wg/util/memory.h"
@@ -29,14 +45,16 @@
 #include "wg/util/units.h"
 
 using namespace wg;
+using json = nlohmann::json;
 
 namespace {
 
-struct ModeResult {
+struct Row {
   std::string name;
+  RecomputePlan plan;
   std::vector<double> step_seconds;
   std::vector<int64_t> step_peak_bytes, activation_bytes;
-  RecomputePlan plan;
+  int64_t budget_bytes = 0, predicted_peak_bytes = 0, alone_peak_bytes = 0;  // automatic plans
 };
 
 template <typename T>
@@ -45,17 +63,30 @@ T median(std::vector<T> v) {
   return v[v.size() / 2];
 }
 
+// The absolute allocated peak of a plan trained alone (the planner's
+// budget is absolute): the highest step peak of `steps` steps after one
+// warm-up step.
+int64_t alone_peak(const Config& c, const RecomputePlan& plan, int steps) {
+  Trainer t(c, Dataset(c, 0, 1), plan, torch::kCPU);
+  int64_t peak = 0;
+  for (int k = 0; k <= steps; ++k) {
+    const StepMetrics m = t.step(k % t.total_steps());
+    if (k > 0) peak = std::max(peak, m.peak_bytes);
+  }
+  return peak;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Step time and memory per recomputation mode, all modes side by side", "bench_recompute_modes"};
+  CLI::App app{"Step time and peak per recomputation plan, section by section, side by side",
+               "bench_recompute_modes"};
   ConfigSources sources;
   bench::add_config_options(app, sources);
-  int steps = 12, warmup = 3;
+  int steps = 10, warmup = 2;
   std::string out = "bench/results/recompute_modes.json";
-  app.add_option("--steps", steps, "measured steps per mode")->capture_default_str();
-  app.add_option("--warmup", warmup, "warm-up steps per mode")->capture_default_str();
+  app.add_option("--steps", steps, "measured steps per plan")->capture_default_str();
+  app.add_option("--warmup", warmup, "warm-up steps per plan")->capture_default_str();
   app.add_option("--out", out, "JSON results")->capture_default_str();
   bench::parse_or_exit(app, argc, argv);
   bench::default_config(sources);
@@ -71,62 +102,115 @@ int main(int argc, char** argv) {
   const int threads = base.num_threads > 0 ? base.num_threads : 1;
   set_compute_threads(threads);
 
-  const struct { const char* name; RecomputeMode mode; int every_n; } modes[] = {
-      {"none", RecomputeMode::None, 1},
-      {"selective", RecomputeMode::Selective, 1},
-      {"every_n=2", RecomputeMode::EveryN, 2},
-      {"full", RecomputeMode::Full, 1}};
-  std::vector<ModeResult> results;
-  std::vector<std::unique_ptr<Trainer>> trainers;
-  for (const auto& m : modes) {
-    Config c = bench::with_mode(base, m.mode, m.every_n);
-    ModeResult r;
-    r.name = m.name;
-    r.plan = resolve_plan(c);
-    trainers.push_back(std::make_unique<Trainer>(c, Dataset(c, 0, 1), r.plan, torch::kCPU));
-    results.push_back(std::move(r));
+  const std::vector<PieceKey> pieces = model_pieces(base);
+  auto plan_for = [&](const RecomputeConfig& rc) { return resolve_plan(pieces, rc); };
+  std::vector<Row> rows;
+  auto add = [&](const std::string& name, const RecomputePlan& plan) {
+    Row r;
+    r.name = name;
+    r.plan = plan;
+    rows.push_back(std::move(r));
+  };
+  const RecomputeConfig none = every_section(RecomputeMode::None);
+  add("none", plan_for(none));
+  for (const auto& s : recompute_sections()) {
+    RecomputeConfig rc = none;
+    rc.*(s.field) = SectionRecompute{true, RecomputeMode::Full, 1, {}, {}};
+    add(s.name + " alone", plan_for(rc));
   }
+  add("all selective", plan_for(every_section(RecomputeMode::Selective)));
+  add("all every_n=2", plan_for(every_section(RecomputeMode::EveryN, 2)));
+  add("all full", plan_for(every_section(RecomputeMode::Full)));
+  add("default (#1168)", plan_for(RecomputeConfig{}));
+
+  // Budgets from none and full trained alone.
+  const int64_t none_peak = alone_peak(base, rows.front().plan, 2);
+  const int64_t full_peak = alone_peak(base, plan_for(every_section(RecomputeMode::Full)), 2);
+  const RecomputePlan rules_plan = plan_for(none);
+  for (const double fraction : {0.25, 0.5, 0.75}) {
+    const int64_t budget = full_peak + int64_t(fraction * double(none_peak - full_peak));
+    AutoPlan a;
+    {  // the planning trainer is gone before anything is measured
+      Trainer t(base, Dataset(base, 0, 1), rules_plan, torch::kCPU);
+      a = apply_auto_plan(t, budget, RankPlan{rules_plan}, base.auto_plan.oom_max_retries);
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "auto %.0f%%", fraction * 100);
+    add(name, a.plan);
+    rows.back().budget_bytes = budget;
+    rows.back().predicted_peak_bytes = a.predicted_peak_bytes;
+  }
+
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  for (const auto& r : rows) trainers.push_back(std::make_unique<Trainer>(base, Dataset(base, 0, 1), r.plan, torch::kCPU));
   for (int k = 0; k < warmup + steps; ++k)
     for (size_t i = 0; i < trainers.size(); ++i) {
       const int64_t held = memory_snapshot("cpu").current_bytes;
-      torch::manual_seed(1000 + k);  // same dropout draws in every mode
+      torch::manual_seed(1000 + k);  // the same dropout draws for every plan
       const StepMetrics m = trainers[i]->step(k % trainers[i]->total_steps());
       if (k < warmup) continue;
-      results[i].step_seconds.push_back(m.step_seconds);
-      results[i].step_peak_bytes.push_back(m.peak_bytes - held);
-      results[i].activation_bytes.push_back(m.activation_bytes);
+      rows[i].step_seconds.push_back(m.step_seconds);
+      rows[i].step_peak_bytes.push_back(m.peak_bytes - held);
+      rows[i].activation_bytes.push_back(m.activation_bytes);
     }
+  trainers.clear();
+  for (auto& r : rows)
+    if (r.budget_bytes > 0) r.alone_peak_bytes = alone_peak(base, r.plan, 2);
 
-  const double t_none = median(results[0].step_seconds);
-  const double p_none = double(median(results[0].step_peak_bytes));
-  std::printf("checkpoint modes: %d steps after %d warm-up, %d thread(s), batch %d, config %s\n", steps, warmup,
-              threads, base.batch_size_per_gpu, sources.files.back().c_str());
-  std::printf("%-10s %9s %13s %16s %15s %10s %10s\n", "mode", "pieces", "step ms (med)", "step peak MiB",
-              "activ. MiB", "time/none", "peak/none");
-  std::string json = "{\n  \"benchmark\": \"checkpoint_modes\",\n  \"threads\": " + std::to_string(threads) +
-                     ",\n  \"steps\": " + std::to_string(steps) + ",\n  \"batch_size_per_gpu\": " +
-                     std::to_string(base.batch_size_per_gpu) + ",\n  \"modes\": [\n";
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
+  const double t_none = median(rows[0].step_seconds);
+  const double p_none = double(median(rows[0].step_peak_bytes));
+  std::printf("recomputation per section: %d steps after %d warm-up, %d thread(s), batch %d, config %s\n", steps,
+              warmup, threads, base.batch_size_per_gpu, sources.files.back().c_str());
+  std::printf("absolute peaks alone: none %.2f MiB, all full %.2f MiB\n", double(none_peak) / kMiB,
+              double(full_peak) / kMiB);
+  std::printf("%-17s %9s %12s %14s %11s %9s %9s %28s\n", "plan", "pieces", "step ms med", "step peak MiB",
+              "activ. MiB", "time/none", "peak/none", "auto: budget/pred/alone MiB");
+  json jrows = json::array();
+  for (const auto& r : rows) {
     const double t = median(r.step_seconds), p = double(median(r.step_peak_bytes)),
                  a = double(median(r.activation_bytes));
-    char pieces[32];
-    std::snprintf(pieces, sizeof pieces, "%d/%d", r.plan.pieces_recomputed(), r.plan.pieces_total());
-    std::printf("%-10s %9s %13.1f %16.2f %15.2f %10.3f %10.3f\n", r.name.c_str(), pieces, t * 1e3, p / kMiB,
-                a / kMiB, t / t_none, p / p_none);
-    char row[512];
-    std::snprintf(row, sizeof row,
-                  "    {\"mode\": \"%s\", \"pieces_recomputed\": %d, \"pieces_total\": %d, \"step_seconds_median\": %.6g, "
-                  "\"step_peak_bytes_median\": %.0f, \"activation_bytes_median\": %.0f, \"time_ratio_vs_none\": %.4f, "
-                  "\"peak_ratio_vs_none\": %.4f}%s\n",
-                  r.name.c_str(), r.plan.pieces_recomputed(), r.plan.pieces_total(), t, p, a, t / t_none, p / p_none,
-                  i + 1 < results.size() ? "," : "");
-    json += row;
+    char pieces_text[32], auto_text[64] = "";
+    std::snprintf(pieces_text, sizeof pieces_text, "%d/%d", r.plan.pieces_recomputed(), r.plan.pieces_total());
+    if (r.budget_bytes > 0)
+      std::snprintf(auto_text, sizeof auto_text, "%.2f/%.2f/%.2f%s", double(r.budget_bytes) / kMiB,
+                    double(r.predicted_peak_bytes) / kMiB, double(r.alone_peak_bytes) / kMiB,
+                    r.alone_peak_bytes <= r.budget_bytes ? "" : " over");
+    std::printf("%-17s %9s %12.1f %14.2f %11.2f %9.3f %9.3f %28s\n", r.name.c_str(), pieces_text, t * 1e3, p / kMiB,
+                a / kMiB, t / t_none, p / p_none, auto_text);
+    json row = {{"plan", r.name},
+                {"summary", r.plan.summary()},
+                {"pieces_recomputed", r.plan.pieces_recomputed()},
+                {"pieces_total", r.plan.pieces_total()},
+                {"step_seconds_median", t},
+                {"step_peak_bytes_median", p},
+                {"activation_bytes_median", a},
+                {"time_ratio_vs_none", t / t_none},
+                {"peak_ratio_vs_none", p / p_none}};
+    if (r.budget_bytes > 0) {
+      row["budget_bytes"] = r.budget_bytes;
+      row["predicted_peak_bytes"] = r.predicted_peak_bytes;
+      row["alone_peak_bytes"] = r.alone_peak_bytes;
+      row["fits"] = r.alone_peak_bytes <= r.budget_bytes;
+    }
+    jrows.push_back(row);
   }
-  json += "  ]\n}\n";
-  const auto slash = out.find_last_of('/');
-  if (slash != std::string::npos) std::system(("mkdir -p '" + out.substr(0, slash) + "'").c_str());
-  std::ofstream(out) << json;
+  const json doc = {{"benchmark", "recompute_sections"},
+                    {"config", sources.files.back()},
+                    {"overrides", sources.overrides},
+                    {"threads", threads},
+                    {"steps", steps},
+                    {"warmup", warmup},
+                    {"batch_size_per_gpu", base.batch_size_per_gpu},
+                    {"none_alone_peak_bytes", none_peak},
+                    {"full_alone_peak_bytes", full_peak},
+                    {"method",
+                     "round-robin step by step in one process, same weights, batches and dropout draws; step peak = "
+                     "allocated peak during the step minus bytes held at its start (counting allocator); auto "
+                     "plans' alone peak = absolute allocated peak trained alone"},
+                    {"plans", jrows}};
+  const std::filesystem::path out_path(out);
+  if (out_path.has_parent_path()) std::filesystem::create_directories(out_path.parent_path());
+  std::ofstream(out) << doc.dump(2) << "\n";
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }

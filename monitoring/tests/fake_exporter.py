@@ -23,9 +23,13 @@ import threading
 import time
 
 BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
-SECTIONS = {"embed.ERA5": ["block0.attn", "block0.mlp", "block1.attn", "block1.mlp"],
-            "latent": ["block0.attn", "block0.mlp"],
-            "pred": ["block0.attn"]}
+SECTIONS = {"embed.ERA5": ["input", "block0.attn", "block0.mlp", "readout"],
+            "ae_local": ["block0.attn", "block0.mlp"],
+            "ae_adapter": ["block0.cross", "block0.mlp", "block1.cross"],
+            "ae_aggregation": ["block0.attn", "block0.mlp"],
+            "ae_global": ["block0.attn", "block0.mlp"],
+            "pred.ERA5": ["input", "block0.cross", "block0.attn", "block0.mlp", "head"]}
+STREAMS = ["ERA5", "NPPATMS"]
 
 
 class State:
@@ -67,6 +71,10 @@ class State:
             fam("wgtrain_step", "gauge", "step")
             out.append("wgtrain_step %d" % step)
             per_rank("wgtrain_loss", "gauge", "loss", lambda r: 1.0 / (1 + 0.01 * step) + 0.01 * r)
+            fam("wgtrain_stream_loss", "gauge", "stream loss")
+            for r in range(self.ranks):
+                for i, name in enumerate(STREAMS):
+                    out.append("wgtrain_stream_loss%s %f" % (lbl(r, stream=name), (1.0 + 0.2 * i) / (1 + 0.01 * step)))
             fam("wgtrain_learning_rate", "gauge", "lr")
             out.append("wgtrain_learning_rate 5e-05")
             fam("wgtrain_validation_loss", "gauge", "validation loss")

@@ -101,7 +101,7 @@ const Schema& config_schema() {
 
 const Schema& stream_schema() {
   static const Schema s =
-      schema_from(stream_rules(), {}, {}, {"embed_target_coords", "target_readout", "pred_head"});
+      schema_from(stream_rules(), {}, {}, {"channel_weights"});
   return s;
 }
 
@@ -164,13 +164,30 @@ std::set<std::string> decode_config(const Tree& tree, Config& cfg, bool warn, Pr
       bad.insert(rule.key);
     }
   }
-  if (!bad.count("ae_global_dim_embed") && !bad.count("ae_global_num_heads") &&
-      cfg.ae_global_dim_embed % cfg.ae_global_num_heads != 0)
-    problems.push_back(where(tree, "ae_global_dim_embed") + ": ae_global_dim_embed (" +
-                       std::to_string(cfg.ae_global_dim_embed) +
-                       ") must be divisible by ae_global_num_heads (" +
-                       std::to_string(cfg.ae_global_num_heads) + ", set at " +
-                       where(tree, "ae_global_num_heads") + ")");
+  // Widths that attention splits into heads.
+  const auto divisible = [&](const char* width_key, int width, const char* heads_key, int heads) {
+    if (bad.count(width_key) || bad.count(heads_key) || heads <= 0 || width % heads == 0) return;
+    problems.push_back(where(tree, width_key) + ": " + width_key + " (" + std::to_string(width) +
+                       ") must be divisible by " + heads_key + " (" + std::to_string(heads) + ", set at " +
+                       where(tree, heads_key) + ")");
+  };
+  divisible("ae_local_dim_embed", cfg.ae_local_dim_embed, "ae_local_num_heads", cfg.ae_local_num_heads);
+  divisible("ae_global_dim_embed", cfg.ae_global_dim_embed, "ae_global_num_heads", cfg.ae_global_num_heads);
+  divisible("ae_global_dim_embed", cfg.ae_global_dim_embed, "ae_aggregation_num_heads", cfg.ae_aggregation_num_heads);
+  divisible("ae_global_dim_embed", cfg.ae_global_dim_embed, "fe_num_heads", cfg.fe_num_heads);
+  if (!bad.count("forecast_steps") && !bad.count("fe_num_blocks") && cfg.forecast_steps > 0 && cfg.fe_num_blocks == 0)
+    problems.push_back(where(tree, "forecast_steps") + ": forecast_steps (" + std::to_string(cfg.forecast_steps) +
+                       ") > 0 needs a forecast engine: fe_num_blocks (set at " + where(tree, "fe_num_blocks") +
+                       ") is 0");
+  if (!bad.count("forecast_steps") && !bad.count("forecast_policy") && cfg.forecast_steps > 0 &&
+      cfg.forecast_policy.empty())
+    problems.push_back(where(tree, "forecast_policy") + ": forecast_policy is null but forecast_steps (set at " +
+                       where(tree, "forecast_steps") + ") is " + std::to_string(cfg.forecast_steps) +
+                       "; set forecast_policy: fixed");
+  if (!bad.count("training_mode") && cfg.training_mode == "forecast" && cfg.forecast_policy.empty() &&
+      !bad.count("forecast_policy"))
+    problems.push_back(where(tree, "training_mode") + ": training_mode forecast needs forecast_policy (fixed or "
+                       "sequential), set at " + where(tree, "forecast_policy"));
   if (!bad.count("start_date") && !bad.count("end_date") && cfg.end_date < cfg.start_date)
     problems.push_back(where(tree, "end_date") + ": end_date (" + yyyymmddhhmm(cfg.end_date) +
                        ") is before start_date (" + yyyymmddhhmm(cfg.start_date) + ", set at " +
@@ -179,7 +196,7 @@ std::set<std::string> decode_config(const Tree& tree, Config& cfg, bool warn, Pr
     problems.push_back(where(tree, "end_date_val") + ": end_date_val (" + yyyymmddhhmm(cfg.end_date_val) +
                        ") is before start_date_val (" + yyyymmddhhmm(cfg.start_date_val) + ")");
   decode_recompute(tree, cfg, warn, problems, bad);
-  decode_node_rules(tree, cfg, problems, bad);
+  decode_node_rules(tree, cfg, warn, problems, bad);
   return bad;
 }
 
@@ -203,13 +220,19 @@ StreamConfig decode_stream(const std::string& name, const Origin& origin, const 
       bad.insert(rule.key);
     }
   }
-  if (s.type == "anemoi" && !bad.count("filenames") && s.filenames.size() != 1)
-    problems.push_back(where(settings, "filenames") + ": " + ctx + "filenames must name exactly one anemoi Zarr store, got " +
-                       std::to_string(s.filenames.size()));
-  if (s.type == "anemoi" && s.tokenize_spacetime)
-    problems.push_back(where(settings, "tokenize_spacetime") + ": " + ctx +
-                       "tokenize_spacetime: true is not supported for anemoi streams (tokens group token_size "
-                       "neighbouring cells of one time step)");
+  if (s.type != "synthetic" && !bad.count("filenames") && s.filenames.empty())
+    problems.push_back(origin.str() + ": " + ctx + "filenames must name at least one store for a stream of type " +
+                       s.type);
+  for (const auto& [path, leaf] : settings.under("channel_weights")) {
+    if (path == "channel_weights" && empty_map_like(leaf->value)) continue;  // {} or null: no weights
+    const std::string channel = path.size() > 16 ? path.substr(16) : "";
+    const auto w = as_number(leaf->value);
+    if (channel.empty() || !w || *w < 0)
+      problems.push_back(leaf->origin.str() + ": " + ctx + "channel_weights must map target channel names to weights >= 0, " +
+                         (channel.empty() ? got(leaf->value) : "got " + channel + ": " + render(leaf->value)));
+    else
+      s.channel_weights.emplace_back(channel, *w);
+  }
   if (!bad.count("embed.dim_embed") && !bad.count("embed.num_heads") &&
       s.embed.dim_embed % s.embed.num_heads != 0)
     problems.push_back(where(settings, "embed.dim_embed") + ": " + ctx + "embed.dim_embed (" +
@@ -229,6 +252,16 @@ void check_with_streams(const Tree& tree, const Config& cfg, const std::set<std:
                          ") must be < embed.num_tokens * ae_local_dim_embed = " + std::to_string(limit) +
                          " for stream '" + s.name + "' (" + s.origin.str() + ")");
     }
+  }
+  if (!cfg.streams.empty()) {  // the decoder's heads come from the first stream, for every stream (as upstream)
+    const int heads = cfg.streams.front().target_readout.num_heads;
+    for (const auto& s : cfg.streams)
+      if (s.embed_target_coords.dim_embed % heads != 0)
+        problems.push_back(s.origin.str() + ": stream '" + s.name + "': embed_target_coords.dim_embed (" +
+                           std::to_string(s.embed_target_coords.dim_embed) +
+                           ") must be divisible by target_readout.num_heads of the first stream '" +
+                           cfg.streams.front().name + "' (" + std::to_string(heads) +
+                           "): upstream takes the decoder's heads from the first stream");
   }
   check_recompute_blocks(tree, cfg, bad, problems);
   check_node_rule_blocks(tree, cfg, bad, problems);

@@ -64,7 +64,7 @@ void check_recompute_blocks(const Tree& tree, const Config& cfg, const std::set<
                             Problems& problems);
 
 // One part of a section as given: its value, where it was set, and its key as
-// named in messages (e.g. "gradient_checkpointing.latent.every_n").
+// named in messages (e.g. "gradient_checkpointing.ae_global.every_n").
 struct SectionPart {
   YAML::Node value;
   Origin origin;
@@ -91,7 +91,7 @@ void check_section_blocks(const SectionRecompute& sc, const RecomputeSectionInfo
 // ---- node_rules.cpp: checkpoint_node_rules -------------------------------
 inline const char* const kNodeRulesKey = "checkpoint_node_rules";
 // Resolves Config::checkpoint_node_rules; on any problem adds kNodeRulesKey to `bad`.
-void decode_node_rules(const Tree& tree, Config& cfg, Problems& problems, std::set<std::string>& bad);
+void decode_node_rules(const Tree& tree, Config& cfg, bool warn, Problems& problems, std::set<std::string>& bad);
 // Block indices of the rules' sections (needs the streams).
 void check_node_rule_blocks(const Tree& tree, const Config& cfg, const std::set<std::string>& bad,
                             Problems& problems);

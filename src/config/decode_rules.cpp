@@ -1,8 +1,11 @@
-// The per-key rules of the configuration (see decode_rules.h): rule
-// builders by value type, then the run's and a stream entry's keys.
+// The run's per-key rules (see decode_rules.h): the keys of the run's
+// configuration, with their special parsers. The builders by value type are
+// in rule_builders.h; a stream entry's keys in stream_rules.cpp.
 #include "config/decode_rules.h"
+#include "config/rule_builders.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -25,122 +28,9 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
+using namespace rules;
+
 namespace {
-
-std::string num_text(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
-struct Range {
-  std::optional<double> lo, hi;
-  bool lo_open = false, hi_open = false;
-  bool ok(double v) const {
-    return (!lo || (lo_open ? v > *lo : v >= *lo)) && (!hi || (hi_open ? v < *hi : v <= *hi));
-  }
-  std::string text() const {
-    if (lo && hi)
-      return std::string(" in ") + (lo_open ? "(" : "[") + num_text(*lo) + ", " + num_text(*hi) +
-             (hi_open ? ")" : "]");
-    if (lo) return std::string(lo_open ? " > " : " >= ") + num_text(*lo);
-    return "";
-  }
-};
-Range at_least(double lo) { return {lo, std::nullopt}; }
-const Range kRate{0.0, 1.0, false, true};  // dropout: [0, 1)
-const Range kOpenUnit{0.0, 1.0, true, true};
-
-// ---- rule builders ---------------------------------------------------------
-
-// Compares the field `get` selects.
-template <class S, class Get>
-std::function<bool(const S&, const S&)> same_as(Get get) {
-  return [get](const S& a, const S& b) { return get(a) == get(b); };
-}
-
-template <class S, class Get>
-Rule<S> integer(std::string key, Get get, Range r, bool required = true) {
-  return {std::move(key),
-          [get, r](const YAML::Node& n, S& s) -> Error {
-            auto& ref = get(s);
-            using T = std::decay_t<decltype(ref)>;
-            const auto v = as_int(n);
-            bool fits = v && r.ok(static_cast<double>(*v));
-            if constexpr (std::is_unsigned_v<T>) {
-              fits = fits && *v >= 0;
-            } else {
-              fits = fits && *v >= std::numeric_limits<T>::min() && *v <= std::numeric_limits<T>::max();
-            }
-            if (!fits) return "must be an integer" + r.text() + ", " + got(n);
-            ref = static_cast<T>(*v);
-            return std::nullopt;
-          },
-          required, same_as<S>(get)};
-}
-
-template <class S, class Get>
-Rule<S> number(std::string key, Get get, Range r, bool required = true) {
-  return {std::move(key),
-          [get, r](const YAML::Node& n, S& s) -> Error {
-            const auto v = as_number(n);
-            if (!v || !r.ok(*v)) return "must be a number" + r.text() + ", " + got(n);
-            get(s) = *v;
-            return std::nullopt;
-          },
-          required, same_as<S>(get)};
-}
-
-template <class S, class Get>
-Rule<S> boolean(std::string key, Get get, bool required = true) {
-  return {std::move(key),
-          [get](const YAML::Node& n, S& s) -> Error {
-            const auto v = as_bool(n);
-            if (!v) return "must be true or false, " + got(n);
-            get(s) = *v;
-            return std::nullopt;
-          },
-          required, same_as<S>(get)};
-}
-
-template <class S, class Get>
-Rule<S> text(std::string key, Get get, bool may_be_empty = false) {
-  return {std::move(key), [get, may_be_empty](const YAML::Node& n, S& s) -> Error {
-            if (n.IsNull() && may_be_empty) return get(s) = "", std::nullopt;
-            if (!n.IsScalar() || (n.Scalar().empty() && !may_be_empty))
-              return std::string(may_be_empty ? "must be a string, " : "must be a non-empty string, ") + got(n);
-            get(s) = n.Scalar();
-            return std::nullopt;
-          },
-          true, same_as<S>(get)};
-}
-
-template <class S, class Get>
-Rule<S> choice(std::string key, Get get, std::vector<std::string> options) {
-  return {std::move(key), [get, options](const YAML::Node& n, S& s) -> Error {
-            if (!n.IsScalar() || !contains(options, n.Scalar()))
-              return "must be one of " + join(options, "|") + ", " + got(n);
-            get(s) = n.Scalar();
-            return std::nullopt;
-          },
-          true, same_as<S>(get)};
-}
-
-template <class S, class Get>
-Rule<S> string_list(std::string key, Get get) {
-  return {std::move(key),
-          [get](const YAML::Node& n, S& s) -> Error {
-            std::vector<std::string> out;
-            if (!n.IsNull() && !n.IsSequence()) return "must be a list of strings, " + got(n);
-            for (const auto& e : n) {
-              if (!e.IsScalar()) return "must be a list of strings, " + got(n);
-              out.push_back(e.Scalar());
-            }
-            get(s) = out;
-            return std::nullopt;
-          },
-          false, same_as<S>(get)};
-}
 
 Error orientation(const YAML::Node& n, Config& c) {
   if (n.IsScalar() && n.Scalar() == "channels") return c.embed_orientation = "channels", std::nullopt;
@@ -164,26 +54,84 @@ Error nan_policy(const YAML::Node& n, Config& c) {
   return std::nullopt;
 }
 
-Error loss_fcts(const YAML::Node& n, Config& c) {
-  const std::string want = "must be a non-empty list of [name, weight] pairs with name mse|mae and weight >= 0, ";
-  if (!n.IsSequence() || n.size() == 0) return want + got(n);
-  std::vector<LossTerm> terms;
-  for (const auto& e : n) {
-    const bool pair = e.IsSequence() && e.size() == 2 && e[0].IsScalar();
-    double weight = -1;  // invalid unless a number >= 0 is given
-    if (pair)
-      if (const auto v = as_number(e[1])) weight = *v;
-    const std::string name = pair ? e[0].Scalar() : "";
-    if ((name != "mse" && name != "mae") || weight < 0) return want + "got the entry " + render(e);
-    terms.push_back({name, weight});
-  }
-  c.loss_fcts = terms;
+// [[name, weight], ...] of a LossPhysical module.
+std::function<Error(const YAML::Node&, Config&)> loss_fcts(LossConfig Config::*mode) {
+  return [mode](const YAML::Node& n, Config& c) -> Error {
+    const std::string want = "must be a non-empty list of [name, weight] pairs with name mse|mae and weight >= 0, ";
+    if (!n.IsSequence() || n.size() == 0) return want + got(n);
+    std::vector<LossTerm> terms;
+    for (const auto& e : n) {
+      const bool pair = e.IsSequence() && e.size() == 2 && e[0].IsScalar();
+      double weight = -1;  // invalid unless a number >= 0 is given
+      if (pair)
+        if (const auto v = as_number(e[1])) weight = *v;
+      const std::string name = pair ? e[0].Scalar() : "";
+      if ((name != "mse" && name != "mae") || weight < 0) return want + "got the entry " + render(e);
+      terms.push_back({name, weight});
+    }
+    (c.*mode).loss_fcts = terms;
+    return std::nullopt;
+  };
+}
+
+std::function<bool(const Config&, const Config&)> same_loss_terms(LossConfig Config::*mode) {
+  return [mode](const Config& a, const Config& b) {
+    const auto &x = (a.*mode).loss_fcts, &y = (b.*mode).loss_fcts;
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i].name != y[i].name || x[i].weight != y[i].weight) return false;
+    return true;
+  };
+}
+
+Error norm_type(const YAML::Node& n, Config& c) {
+  if (n.IsScalar() && n.Scalar() == "LayerNorm") return c.norm_type = "LayerNorm", std::nullopt;
+  if (n.IsScalar() && n.Scalar() == "RMSNorm")
+    return std::string("is RMSNorm, which this trainer does not build yet (where upstream puts its weights is not "
+                       "specified); use LayerNorm");
+  return "must be LayerNorm, " + got(n);
+}
+
+Error forecast_policy(const YAML::Node& n, Config& c) {
+  if (n.IsNull() || (n.IsScalar() && (n.Scalar() == "null" || n.Scalar() == "~" || n.Scalar().empty())))
+    return c.forecast_policy = "", std::nullopt;
+  if (n.IsScalar() && (n.Scalar() == "fixed" || n.Scalar() == "sequential")) return c.forecast_policy = n.Scalar(), std::nullopt;
+  return "must be null, fixed or sequential (the random policies are not supported here), " + got(n);
+}
+
+// [gamma_decay, gamma] or null.
+Error timestep_weight(const YAML::Node& n, Config& c) {
+  if (n.IsNull()) return c.timestep_weight = "", std::nullopt;
+  const auto gamma = n.IsSequence() && n.size() == 2 ? as_number(n[1]) : std::nullopt;
+  if (!gamma || !n[0].IsScalar() || n[0].Scalar() != "gamma_decay" || *gamma <= 0)
+    return "must be null or [gamma_decay, gamma] with gamma > 0, " + got(n);
+  c.timestep_weight = "gamma_decay";
+  c.timestep_weight_param = *gamma;
   return std::nullopt;
 }
 
-Error stream_type(const YAML::Node& n, StreamConfig& s) {
-  if (n.IsScalar() && (n.Scalar() == "synthetic" || n.Scalar() == "anemoi")) return s.type = n.Scalar(), std::nullopt;
-  return "must be one of synthetic|anemoi, " + got(n);
+bool same_timestep_weight(const Config& a, const Config& b) {
+  return a.timestep_weight == b.timestep_weight && a.timestep_weight_param == b.timestep_weight_param;
+}
+
+const std::vector<std::string> kStrategies = {"random", "block", "healpix", "channel", "causal", "combination"};
+
+template <class Get>
+Rule<Config> strategy_list(std::string key, Get get) {
+  return {std::move(key),
+          [get](const YAML::Node& n, Config& c) -> Error {
+            std::vector<std::string> out;
+            const std::string want = "must be a list of strategies (random|block|healpix|channel|causal), ";
+            if (!n.IsSequence()) return want + got(n);
+            for (const auto& e : n) {
+              if (!e.IsScalar() || !contains(kStrategies, e.Scalar()) || e.Scalar() == "combination")
+                return want + got(n);
+              out.push_back(e.Scalar());
+            }
+            get(c) = out;
+            return std::nullopt;
+          },
+          true, same_as<Config>(get)};
 }
 
 // WeatherGenerator's date form, YYYYMMDDHHMM (UTC).
@@ -196,14 +144,6 @@ Rule<Config> date(std::string key, Get get) {
             return std::nullopt;
           },
           true, same_as<Config>(get)};
-}
-
-Error stream_masking_rate(const YAML::Node& n, StreamConfig& s) {
-  const auto v = as_number(n);
-  if (!v || !(*v == -1.0 || kOpenUnit.ok(*v)))
-    return "must be -1 (use the global masking_rate) or a number in (0, 1), " + got(n);
-  s.masking_rate = *v;
-  return std::nullopt;
 }
 
 // A run id names a directory under run_root: one path component of safe
@@ -223,13 +163,6 @@ Error run_id(const YAML::Node& n, Config& c) {
   return std::nullopt;
 }
 
-bool same_loss_terms(const Config& a, const Config& b) {
-  if (a.loss_fcts.size() != b.loss_fcts.size()) return false;
-  for (size_t i = 0; i < a.loss_fcts.size(); ++i)
-    if (a.loss_fcts[i].name != b.loss_fcts[i].name || a.loss_fcts[i].weight != b.loss_fcts[i].weight) return false;
-  return true;
-}
-
 }  // namespace
 
 #define AT(member) [](auto& c) -> auto& { return c.member; }
@@ -239,25 +172,91 @@ const std::vector<Rule<Config>>& config_rules() {
       {"run_id", run_id, true, same_as<Config>(AT(run_id))},
       text<Config>("run_root", AT(run_root)),
       integer<Config>("seed", AT(seed), at_least(0)),
+      integer<Config>("healpix_level", AT(healpix_level), Range{0.0, 12.0}),
       {"embed_orientation", orientation, true, same_as<Config>(AT(embed_orientation))},
+      only<Config>("embed_local_coords", AT(embed_local_coords), true),
+      only<Config>("embed_centroids_local_coords", AT(embed_centroids_local_coords), false),
       choice<Config>("embed_unembed_mode", AT(embed_unembed_mode), {"block", "full"}),
       integer<Config>("embed_size_centroids", AT(embed_size_centroids), at_least(0)),
       number<Config>("embed_dropout_rate", AT(embed_dropout_rate), kRate),
       number<Config>("embed_dropout_final_rate", AT(embed_dropout_final_rate), kRate),
+      number<Config>("pred_dropout_rate", AT(pred_dropout_rate), kRate),
+      only<Config>("target_cell_local_prediction", AT(target_cell_local_prediction), true),
       integer<Config>("ae_local_dim_embed", AT(ae_local_dim_embed), at_least(1)),
+      integer<Config>("ae_local_num_blocks", AT(ae_local_num_blocks), at_least(0)),
+      integer<Config>("ae_local_num_heads", AT(ae_local_num_heads), at_least(1)),
+      number<Config>("ae_local_dropout_rate", AT(ae_local_dropout_rate), kRate),
+      boolean<Config>("ae_local_with_qk_lnorm", AT(ae_local_with_qk_lnorm)),
+      integer<Config>("ae_local_num_queries", AT(ae_local_num_queries), at_least(1)),
+      only<Config>("ae_local_queries_per_cell", AT(ae_local_queries_per_cell), false),
+      integer<Config>("ae_adapter_num_heads", AT(ae_adapter_num_heads), at_least(1)),
+      integer<Config>("ae_adapter_embed", AT(ae_adapter_embed), at_least(1)),
+      boolean<Config>("ae_adapter_with_qk_lnorm", AT(ae_adapter_with_qk_lnorm)),
+      boolean<Config>("ae_adapter_with_residual", AT(ae_adapter_with_residual)),
+      number<Config>("ae_adapter_dropout_rate", AT(ae_adapter_dropout_rate), kRate),
       integer<Config>("ae_global_dim_embed", AT(ae_global_dim_embed), at_least(1)),
-      integer<Config>("ae_global_num_blocks", AT(ae_global_num_blocks), at_least(1)),
+      integer<Config>("ae_global_num_blocks", AT(ae_global_num_blocks), at_least(0)),
       integer<Config>("ae_global_num_heads", AT(ae_global_num_heads), at_least(1)),
       number<Config>("ae_global_dropout_rate", AT(ae_global_dropout_rate), kRate),
+      boolean<Config>("ae_global_with_qk_lnorm", AT(ae_global_with_qk_lnorm)),
+      number<Config>("ae_global_att_dense_rate", AT(ae_global_att_dense_rate), Range{0.0, 1.0, true, false}),
+      integer<Config>("ae_global_block_factor", AT(ae_global_block_factor), at_least(1)),
       integer<Config>("ae_global_mlp_hidden_factor", AT(ae_global_mlp_hidden_factor), at_least(1)),
-      integer<Config>("pred_mlp_hidden_factor", AT(pred_mlp_hidden_factor), at_least(1)),
-      choice<Config>("norm_type", AT(norm_type), {"LayerNorm", "RMSNorm"}),
+      integer<Config>("ae_aggregation_num_blocks", AT(ae_aggregation_num_blocks), at_least(0)),
+      integer<Config>("ae_aggregation_num_heads", AT(ae_aggregation_num_heads), at_least(1)),
+      number<Config>("ae_aggregation_dropout_rate", AT(ae_aggregation_dropout_rate), kRate),
+      boolean<Config>("ae_aggregation_with_qk_lnorm", AT(ae_aggregation_with_qk_lnorm)),
+      number<Config>("ae_aggregation_att_dense_rate", AT(ae_aggregation_att_dense_rate), Range{1.0, 1.0}),
+      integer<Config>("ae_aggregation_block_factor", AT(ae_aggregation_block_factor), at_least(1)),
+      integer<Config>("ae_aggregation_mlp_hidden_factor", AT(ae_aggregation_mlp_hidden_factor), at_least(1)),
+      choice<Config>("decoder_type", AT(decoder_type), {"PerceiverIOCoordConditioning"}),
+      only<Config>("pred_adapter_kv", AT(pred_adapter_kv), false),
+      boolean<Config>("pred_self_attention", AT(pred_self_attention)),
+      only<Config>("pred_dyadic_dims", AT(pred_dyadic_dims), false),
+      boolean<Config>("pred_mlp_adaln", AT(pred_mlp_adaln)),
+      integer<Config>("forecast_offset", AT(forecast_offset), at_least(0)),
+      integer<Config>("forecast_delta_hrs", AT(forecast_delta_hrs), at_least(0)),
+      integer<Config>("forecast_steps", AT(forecast_steps), at_least(0)),
+      {"forecast_policy", forecast_policy, true, same_as<Config>(AT(forecast_policy))},
+      number<Config>("forecast_att_dense_rate", AT(forecast_att_dense_rate), Range{0.0, 1.0, true, false}),
+      integer<Config>("fe_num_blocks", AT(fe_num_blocks), at_least(0)),
+      integer<Config>("fe_num_heads", AT(fe_num_heads), at_least(1)),
+      number<Config>("fe_dropout_rate", AT(fe_dropout_rate), kRate),
+      boolean<Config>("fe_with_qk_lnorm", AT(fe_with_qk_lnorm)),
+      number<Config>("impute_latent_noise_std", AT(impute_latent_noise_std), at_least(0)),
+      number<Config>("norm_eps", AT(norm_eps), Range{0.0, std::nullopt, true}),
+      number<Config>("mlp_norm_eps", AT(mlp_norm_eps), Range{0.0, std::nullopt, true}),
+      {"norm_type", norm_type, true, same_as<Config>(AT(norm_type))},
       boolean<Config>("with_mixed_precision", AT(with_mixed_precision)),
-      choice<Config>("attention_dtype", AT(attention_dtype), {"bf16", "fp32"}),
+      boolean<Config>("with_flash_attention", AT(with_flash_attention)),
+      choice<Config>("attention_dtype", AT(attention_dtype), {"bf16", "fp16", "fp32"}),
+      choice<Config>("mixed_precision_dtype", AT(mixed_precision_dtype), {"bf16", "fp16", "fp32"}),
+      number<Config>("latent_noise_kl_weight", AT(latent_noise_kl_weight), Range{0.0, 0.0}),
+      boolean<Config>("validate_with_ema", AT(validate_with_ema)),
+      number<Config>("ema_ramp_up_ratio", AT(ema_ramp_up_ratio), Range{0.0, std::nullopt, true}),
+      number<Config>("ema_halflife_in_thousands", AT(ema_halflife_in_thousands), Range{0.0, std::nullopt, true}),
+      choice<Config>("training_mode", AT(training_mode), {"masking", "forecast"}),
+      {"timestep_weight", timestep_weight, false, same_timestep_weight},
+      number<Config>("training_mode_config.losses.LossPhysical.weight", AT(training_loss.weight), at_least(0)),
+      {"training_mode_config.losses.LossPhysical.loss_fcts", loss_fcts(&Config::training_loss), true,
+       same_loss_terms(&Config::training_loss)},
+      number<Config>("validation_mode_config.losses.LossPhysical.weight", AT(validation_loss.weight), at_least(0)),
+      {"validation_mode_config.losses.LossPhysical.loss_fcts", loss_fcts(&Config::validation_loss), true,
+       same_loss_terms(&Config::validation_loss)},
       text<Config>("streams_directory", AT(streams_directory)),
       integer<Config>("batch_size_per_gpu", AT(batch_size_per_gpu), at_least(1)),
-      number<Config>("masking_rate", AT(masking_rate), kOpenUnit),
+      integer<Config>("batch_size_validation_per_gpu", AT(batch_size_validation_per_gpu), at_least(1)),
+      number<Config>("masking_rate", AT(masking_rate), Range{0.0, 1.0}),
       boolean<Config>("masking_rate_sampling", AT(masking_rate_sampling)),
+      number<Config>("sampling_rate_target", AT(sampling_rate_target), Range{0.0, 1.0, true, false}),
+      choice<Config>("masking_strategy", AT(masking_strategy), kStrategies),
+      strategy_list("masking_strategy_config.strategies", AT(masking_strategy_config.strategies)),
+      number_list<Config>("masking_strategy_config.probabilities", AT(masking_strategy_config.probabilities)),
+      integer<Config>("masking_strategy_config.hl_mask", AT(masking_strategy_config.hl_mask), at_least(0)),
+      choice<Config>("masking_strategy_config.mode", AT(masking_strategy_config.mode), {"per_cell", "global"}),
+      boolean<Config>("masking_strategy_config.same_strategy_per_batch",
+                      AT(masking_strategy_config.same_strategy_per_batch)),
+      boolean<Config>("shuffle", AT(shuffle)),
       integer<Config>("num_mini_epochs", AT(num_mini_epochs), at_least(1)),
       integer<Config>("samples_per_mini_epoch", AT(samples_per_mini_epoch), at_least(1)),
       integer<Config>("samples_per_validation", AT(samples_per_validation), at_least(0)),
@@ -277,12 +276,11 @@ const std::vector<Rule<Config>>& config_rules() {
       integer<Config>("lr_steps_warmup", AT(lr.lr_steps_warmup), at_least(0)),
       integer<Config>("lr_steps_cooldown", AT(lr.lr_steps_cooldown), at_least(0)),
       choice<Config>("lr_policy_warmup", AT(lr.lr_policy_warmup), {"linear", "cosine"}),
-      choice<Config>("lr_policy_decay", AT(lr.lr_policy_decay), {"constant", "linear", "cosine"}),
+      choice<Config>("lr_policy_decay", AT(lr.lr_policy_decay), {"constant", "linear", "cosine", "exponential", "sqrt"}),
       choice<Config>("lr_policy_cooldown", AT(lr.lr_policy_cooldown), {"linear", "cosine"}),
-      choice<Config>("lr_scaling_policy", AT(lr.lr_scaling_policy), {"none", "linear", "sqrt"}),
+      choice<Config>("lr_scaling_policy", AT(lr.lr_scaling_policy), {"const", "linear", "sqrt"}),
       number<Config>("grad_clip", AT(grad_clip), at_least(0)),
       number<Config>("weight_decay", AT(weight_decay), at_least(0)),
-      {"loss_fcts", loss_fcts, true, same_loss_terms},
       {"nan_policy", nan_policy, true, same_as<Config>(AT(nan_policy))},
       integer<Config>("max_consecutive_nan_skips", AT(max_consecutive_nan_skips), at_least(1)),
       choice<Config>("device", AT(device), {"auto", "cpu", "cuda"}),
@@ -306,35 +304,6 @@ const std::vector<Rule<Config>>& config_rules() {
       integer<Config>("train_log_freq.terminal", AT(train_log_freq.terminal), at_least(1)),
       integer<Config>("train_log_freq.metrics", AT(train_log_freq.metrics), at_least(1)),
       integer<Config>("train_log_freq.checkpoint", AT(train_log_freq.checkpoint), at_least(1)),
-  };
-  return rules;
-}
-
-// `type` comes first: the synthetic.* keys are required only for a valid type.
-const std::vector<Rule<StreamConfig>>& stream_rules() {
-  using S = StreamConfig;
-  static const std::vector<Rule<S>> rules = {
-      {"type", stream_type, true, same_as<S>(AT(type))},
-      string_list<S>("filenames", AT(filenames)),
-      string_list<S>("source", AT(source)),
-      string_list<S>("source_exclude", AT(source_exclude)),
-      string_list<S>("target", AT(target)),
-      string_list<S>("target_exclude", AT(target_exclude)),
-      number<S>("loss_weight", AT(loss_weight), at_least(0), false),
-      {"masking_rate", stream_masking_rate, false, same_as<S>(AT(masking_rate))},
-      integer<S>("token_size", AT(token_size), at_least(1)),
-      boolean<S>("tokenize_spacetime", AT(tokenize_spacetime), false),
-      choice<S>("embed.net", AT(embed.net), {"transformer"}),
-      integer<S>("embed.num_tokens", AT(embed.num_tokens), at_least(1)),
-      integer<S>("embed.num_heads", AT(embed.num_heads), at_least(1)),
-      integer<S>("embed.dim_embed", AT(embed.dim_embed), at_least(1)),
-      integer<S>("embed.num_blocks", AT(embed.num_blocks), at_least(1)),
-      integer<S>("synthetic.num_channels", AT(synthetic.num_channels), at_least(1)),
-      integer<S>("synthetic.grid_lat", AT(synthetic.grid_lat), at_least(1)),
-      integer<S>("synthetic.grid_lon", AT(synthetic.grid_lon), at_least(1)),
-      integer<S>("synthetic.num_waves", AT(synthetic.num_waves), at_least(1), false),
-      number<S>("synthetic.noise", AT(synthetic.noise), at_least(0), false),
-      number<S>("synthetic.time_step_hours", AT(synthetic.time_step_hours), Range{0.0, std::nullopt, true}, false),
   };
   return rules;
 }

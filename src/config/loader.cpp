@@ -200,15 +200,32 @@ std::string stream_yaml(const StreamConfig& s) {
   list("source_exclude", s.source_exclude);
   list("target", s.target);
   list("target_exclude", s.target_exclude);
+  out << YAML::Key << "channel_weights" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  for (const auto& [channel, w] : s.channel_weights) out << YAML::Key << channel << YAML::Value << w;
+  out << YAML::EndMap;
   out << YAML::Key << "loss_weight" << YAML::Value << s.loss_weight;
   out << YAML::Key << "masking_rate" << YAML::Value << s.masking_rate;
+  out << YAML::Key << "masking_rate_none" << YAML::Value << s.masking_rate_none;
   out << YAML::Key << "token_size" << YAML::Value << s.token_size;
   out << YAML::Key << "tokenize_spacetime" << YAML::Value << s.tokenize_spacetime;
+  out << YAML::Key << "diagnostic" << YAML::Value << s.diagnostic;
+  out << YAML::Key << "sampling_rate_target" << YAML::Value << s.sampling_rate_target;
+  out << YAML::Key << "max_num_targets" << YAML::Value << s.max_num_targets;
+  out << YAML::Key << "frequency" << YAML::Value << s.frequency;
+  out << YAML::Key << "base_datetime" << YAML::Value << s.base_datetime;
   out << YAML::Key << "embed" << YAML::Value << YAML::BeginMap << YAML::Key << "net" << YAML::Value
       << s.embed.net << YAML::Key << "num_tokens" << YAML::Value << s.embed.num_tokens << YAML::Key
       << "num_heads" << YAML::Value << s.embed.num_heads << YAML::Key << "dim_embed" << YAML::Value
       << s.embed.dim_embed << YAML::Key << "num_blocks" << YAML::Value << s.embed.num_blocks
       << YAML::EndMap;
+  out << YAML::Key << "embed_target_coords" << YAML::Value << YAML::BeginMap << YAML::Key << "net" << YAML::Value
+      << s.embed_target_coords.net << YAML::Key << "dim_embed" << YAML::Value << s.embed_target_coords.dim_embed
+      << YAML::EndMap;
+  out << YAML::Key << "target_readout" << YAML::Value << YAML::BeginMap << YAML::Key << "type" << YAML::Value
+      << s.target_readout.type << YAML::Key << "num_layers" << YAML::Value << s.target_readout.num_layers
+      << YAML::Key << "num_heads" << YAML::Value << s.target_readout.num_heads << YAML::EndMap;
+  out << YAML::Key << "pred_head" << YAML::Value << YAML::BeginMap << YAML::Key << "ens_size" << YAML::Value
+      << s.pred_head.ens_size << YAML::Key << "num_layers" << YAML::Value << s.pred_head.num_layers << YAML::EndMap;
   const auto& y = s.synthetic;
   out << YAML::Key << "synthetic" << YAML::Value << YAML::BeginMap << YAML::Key << "num_channels"
       << YAML::Value << y.num_channels << YAML::Key << "grid_lat" << YAML::Value << y.grid_lat
@@ -230,7 +247,7 @@ std::string record_of(Loaded& loaded) {
                                                    {"data_path", {c.data_path, " (resolved)"}}};
   // A section boolean the structured form overrides is left out (it has no effect).
   for (const auto& sec : recompute_sections())
-    if ((c.gradient_checkpointing.*sec.field).set) overrides[sec.flag].omit = true;
+    if (!sec.flag.empty() && (c.gradient_checkpointing.*sec.field).set) overrides[sec.flag].omit = true;
   std::ostringstream text;
   text << "# Resolved configuration: every key, with where it was set.\n"
        << "# Loads back on its own (without default_config.yml).\n"
@@ -276,7 +293,8 @@ std::vector<std::string> default_disagreements(const std::string& default_text) 
       if (tree.find(rule.key) && !rule.same(fresh, decoded)) out.push_back(rule.key);
     for (const auto& sec : recompute_sections()) {
       const SectionRecompute &a = fresh.gradient_checkpointing.*sec.field, &b = decoded.gradient_checkpointing.*sec.field;
-      if (a.mode != b.mode || a.every_n != b.every_n || a.blocks != b.blocks) out.push_back(sec.flag);
+      if (a.mode != b.mode || a.every_n != b.every_n || a.blocks != b.blocks)
+        out.push_back(sec.flag.empty() ? "gradient_checkpointing." + sec.name : sec.flag);
     }
     if (!fresh.checkpoint_node_rules.empty() || !decoded.checkpoint_node_rules.empty())
       out.push_back(kNodeRulesKey);

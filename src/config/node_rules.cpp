@@ -3,10 +3,12 @@
 // names the rule index and the line of its own node), the hostname glob
 // check, and the block ranges of the rules' sections. The sections under
 // `set` go through the structured form's parser (decode_section in
-// checkpoint_keys.cpp), so both forms share their rules and messages.
+// recompute_keys.cpp), so both forms share their rules and messages.
 #include <algorithm>
 #include <climits>
 #include <sstream>
+
+#include <spdlog/spdlog.h>
 
 #include "config/decode.h"
 #include "wg/config/loader.h"
@@ -36,6 +38,12 @@ std::string num_text(double v) {
 }
 
 std::vector<std::string> section_names() { return recompute_section_names(); }
+// The names a rule's `set` accepts: the sections and their legacy names.
+std::vector<std::string> accepted_section_names() {
+  std::vector<std::string> names = recompute_section_names();
+  for (const auto& l : legacy_recompute_sections()) names.push_back(l.old_name);
+  return names;
+}
 
 // Why `p` is not a usable fnmatch pattern (unclosed brackets or character
 // classes, unknown class names, a trailing backslash), or nothing.
@@ -91,6 +99,7 @@ struct Entry {
 struct Ctx {
   const Leaf& leaf;
   Problems& problems;
+  bool warn = false;  // log warnings (legacy names)
   bool ok = true;
 
   // The line of `n` in the leaf's source; --set values (and nodes without a
@@ -178,18 +187,40 @@ void decode_match(Ctx& c, const Entry& e, const std::string& path, NodeRuleMatch
                                  num_text(out.max_device_memory_gib) + ", set at " + bound[1]->origin.str() + ")");
 }
 
+// The entry of `sec` in a rule's `set` map: its own name, else a legacy
+// name of it (with a warning); both at once is an error.
+std::pair<std::optional<Entry>, std::string> section_entry(Ctx& c, const Entry& set, const std::string& path,
+                                                           const RecomputeSectionInfo& sec) {
+  auto own = c.entry(set.value, sec.name, set.origin);
+  for (const auto& l : legacy_recompute_sections()) {
+    if (l.new_name != sec.name) continue;
+    auto old = c.entry(set.value, l.old_name, set.origin);
+    if (!old) continue;
+    if (own) {
+      c.fail(old->origin, path + "." + l.old_name + " and " + path + "." + sec.name + " (" + own->origin.str() +
+                              ") both set the " + sec.name + " section (" + l.old_name + " is its old name): keep one");
+      return {std::nullopt, sec.name};
+    }
+    if (c.warn)
+      spdlog::warn("{}: {}.{} is the old name of {}.{}: please rename it", old->origin.str(), path, l.old_name, path,
+                   sec.name);
+    return {old, l.old_name};
+  }
+  return {own, sec.name};
+}
+
 void decode_set(Ctx& c, const Entry& e, const std::string& path, RecomputeConfig& out) {
   if (!e.value.IsMap() || e.value.size() == 0) {
     c.fail(e.origin, path + " must be a non-empty map of sections (" + join(section_names()) +
                          "), each a mode or {mode, every_n, blocks}, " + got(e.value));
     return;
   }
-  c.check_keys(e.value, path, e.origin, section_names(), "section");
+  c.check_keys(e.value, path, e.origin, accepted_section_names(), "section");
   for (const auto& sec : recompute_sections()) {
-    const auto s = c.entry(e.value, sec.name, e.origin);
+    const auto [s, name] = section_entry(c, e, path, sec);
     if (!s) continue;
     SectionInput in;
-    in.base = path + "." + sec.name;
+    in.base = path + "." + name;
     in.origin = s->origin;
     if (s->value.IsMap() && s->value.size() > 0) {  // {mode, every_n, blocks}
       c.check_keys(s->value, in.base, s->origin, kSectionKeys, "key");
@@ -234,11 +265,11 @@ std::optional<NodeRule> decode_rule(Ctx& c, const YAML::Node& r, size_t index) {
 
 }  // namespace
 
-void decode_node_rules(const Tree& tree, Config& cfg, Problems& problems, std::set<std::string>& bad) {
+void decode_node_rules(const Tree& tree, Config& cfg, bool warn, Problems& problems, std::set<std::string>& bad) {
   cfg.checkpoint_node_rules.clear();
   const Leaf* leaf = tree.find(kNodeRulesKey);
   if (!leaf || leaf->value.IsNull()) return;
-  Ctx c{*leaf, problems};
+  Ctx c{*leaf, problems, warn};
   if (!leaf->value.IsSequence()) {
     c.fail(leaf->origin, std::string(kNodeRulesKey) + " must be a list of rules (maps with the keys " +
                              join(kRuleKeys) + "), " + got(leaf->value));
@@ -261,12 +292,11 @@ void check_node_rule_blocks(const Tree& tree, const Config& cfg, const std::set<
     const NodeRule& rule = cfg.checkpoint_node_rules[index];
     const std::string path = std::string(kNodeRulesKey) + "[" + std::to_string(index++) + "].set";
     const auto set = c.entry(r, "set", rule.origin);
+    if (!set) continue;
     for (const auto& sec : recompute_sections()) {
-      const auto s = set ? c.entry(set->value, sec.name, set->origin) : std::nullopt;
+      const auto [s, name] = section_entry(c, *set, path, sec);  // legacy names too (no second warning)
       const auto b = s && s->value.IsMap() ? c.entry(s->value, "blocks", s->origin) : std::nullopt;
-      if (b)
-        check_section_blocks(rule.set.*sec.field, sec, path + "." + sec.name + ".blocks", b->origin, cfg, bad,
-                             problems);
+      if (b) check_section_blocks(rule.set.*sec.field, sec, path + "." + name + ".blocks", b->origin, cfg, bad, problems);
     }
   }
 }

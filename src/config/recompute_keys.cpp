@@ -15,6 +15,8 @@
 namespace wg::cfg {
 namespace {
 
+std::string legacy_base(const LegacyRecomputeName& l) { return "gradient_checkpointing." + l.old_name; }
+
 std::optional<RecomputeMode> parse_mode(const YAML::Node& n) {
   if (!n.IsScalar()) return std::nullopt;
   for (auto m : {RecomputeMode::None, RecomputeMode::Full, RecomputeMode::Selective, RecomputeMode::EveryN})
@@ -29,8 +31,7 @@ const Aliases& config_aliases() {
     Aliases out;
     for (const auto& s : recompute_sections())
       for (const auto& spelling : s.flag_spellings) out[spelling] = s.flag;
-    for (const auto& absent : absent_recompute_switches())
-      for (size_t i = 1; i < absent.spellings.size(); ++i) out[absent.spellings[i]] = absent.spellings[0];
+    for (const auto& l : legacy_recompute_flags()) out[l.old_name] = l.new_name;
     return out;
   }();
   return a;
@@ -39,7 +40,8 @@ const Aliases& config_aliases() {
 const std::vector<std::string>& recompute_required_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> k;
-    for (const auto& s : recompute_sections()) k.push_back(s.flag);
+    for (const auto& s : recompute_sections())
+      if (!s.flag.empty()) k.push_back(s.flag);
     return k;
   }();
   return keys;
@@ -48,10 +50,10 @@ const std::vector<std::string>& recompute_required_keys() {
 const std::vector<std::string>& recompute_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> k = recompute_required_keys();
-    for (const auto& a : absent_recompute_switches()) k.push_back(a.spellings[0]);
-    for (const auto& s : recompute_sections())
-      for (const char* sub : {"", ".mode", ".every_n", ".blocks"})
-        k.push_back("gradient_checkpointing." + s.name + sub);
+    std::vector<std::string> names = recompute_section_names();
+    for (const auto& l : legacy_recompute_sections()) names.push_back(l.old_name);
+    for (const auto& name : names)
+      for (const char* sub : {"", ".mode", ".every_n", ".blocks"}) k.push_back("gradient_checkpointing." + name + sub);
     return k;
   }();
   return keys;
@@ -106,8 +108,8 @@ void decode_recompute(const Tree& tree, Config& cfg, bool warn, Problems& proble
                           std::set<std::string>& bad) {
   const auto flag = [&](const std::string& key) -> const Leaf* {  // the leaf if a valid boolean
     const Leaf* leaf = tree.find(key);
-    if (leaf && !as_bool(leaf->value)) {
-      problems.push_back(leaf->origin.str() + ": " + key + " must be true or false, " + got(leaf->value));
+    if (leaf && !as_bool(leaf->value)) {  // named as the user spelled it
+      problems.push_back(leaf->origin.str() + ": " + leaf->spelled + " must be true or false, " + got(leaf->value));
       bad.insert(key);
     }
     return leaf && !bad.count(key) ? leaf : nullptr;
@@ -118,14 +120,46 @@ void decode_recompute(const Tree& tree, Config& cfg, bool warn, Problems& proble
     return SectionPart{leaf->value, leaf->origin, key};
   };
 
-  for (const auto& sec : recompute_sections()) {
-    const Leaf* flag_leaf = flag(sec.flag);
+  // The structured form of a section: its own key, else a legacy one (with
+  // a warning); both at once is an error.
+  const auto structured_base = [&](const RecomputeSectionInfo& sec) {
     const std::string base = "gradient_checkpointing." + sec.name;
+    for (const auto& l : legacy_recompute_sections()) {
+      const std::string old = legacy_base(l);
+      const auto entries = tree.under(old);
+      if (l.new_name != sec.name || entries.empty()) continue;
+      const auto own = tree.under(base);
+      if (!own.empty()) {
+        problems.push_back(entries.front().second->origin.str() + ": " + old + " and " + base + " (" +
+                           own.front().second->origin.str() + ") both set the " + sec.name + " section (" +
+                           l.old_name + " is its old name): keep one");
+        bad.insert(old);
+        return base;
+      }
+      if (warn)
+        spdlog::warn("{}: {} is the old name of {}: please rename it", entries.front().second->origin.str(), old,
+                     base);
+      return old;
+    }
+    return base;
+  };
+
+  for (const auto& sec : recompute_sections()) {
+    const Leaf* flag_leaf = sec.flag.empty() ? nullptr : flag(sec.flag);
+    if (warn && flag_leaf && flag_leaf->kind != SourceKind::Default)
+      for (const auto& l : legacy_recompute_flags())
+        if (l.new_name == sec.flag && flag_leaf->spelled == l.old_name)
+          spdlog::warn("{}: {} is this trainer's old name of WeatherGenerator's {}: please rename it",
+                       flag_leaf->origin.str(), l.old_name, l.new_name);
+    const std::string base = structured_base(sec);
     const auto structured = tree.under(base);
-    if (structured.empty()) {  // the boolean decides
-      SectionRecompute sc;
-      sc.mode = flag_leaf && *as_bool(flag_leaf->value) ? RecomputeMode::Full : RecomputeMode::None;
-      if (flag_leaf) sc.origin = flag_leaf->origin;
+    if (structured.empty()) {  // the boolean decides (a section without one keeps its default)
+      SectionRecompute sc = cfg.gradient_checkpointing.*sec.field;
+      if (flag_leaf) {
+        sc = SectionRecompute{};
+        sc.mode = *as_bool(flag_leaf->value) ? sec.flag_on : sec.flag_off;
+        sc.origin = flag_leaf->origin;
+      }
       cfg.gradient_checkpointing.*sec.field = sc;
       continue;
     }
@@ -146,14 +180,6 @@ void decode_recompute(const Tree& tree, Config& cfg, bool warn, Problems& proble
                    flag_leaf->origin.str(), flag_leaf->spelled, base, sc.origin.str());
     cfg.gradient_checkpointing.*sec.field = sc;
   }
-
-  for (const auto& absent : absent_recompute_switches()) {
-    const Leaf* leaf = flag(absent.spellings[0]);
-    if (warn && leaf && leaf->kind != SourceKind::Default)
-      spdlog::warn("{}: {} names WeatherGenerator's {} section, which this model does not have; "
-                   "it has no effect",
-                   leaf->origin.str(), leaf->spelled, absent.section);
-  }
 }
 
 void check_section_blocks(const SectionRecompute& sc, const RecomputeSectionInfo& section, const std::string& key,
@@ -162,6 +188,11 @@ void check_section_blocks(const SectionRecompute& sc, const RecomputeSectionInfo
   if (!sc.set || sc.blocks.empty()) return;
   if (bad.count(section.blocks_from) || (section.per_stream && cfg.streams.empty())) return;
   const int count = section.num_blocks(cfg);
+  if (count == 0) {
+    problems.push_back(at.str() + ": " + key + ": the " + section.name + " section has no blocks (" +
+                       section.blocks_from + " is 0)");
+    return;
+  }
   for (int b : sc.blocks)
     if (b >= count)
       problems.push_back(at.str() + ": " + key + ": block index out of range: " + std::to_string(b) + " (the " +
@@ -172,9 +203,13 @@ void check_section_blocks(const SectionRecompute& sc, const RecomputeSectionInfo
 void check_recompute_blocks(const Tree& tree, const Config& cfg, const std::set<std::string>& bad,
                              Problems& problems) {
   for (const auto& sec : recompute_sections()) {
-    const std::string key = "gradient_checkpointing." + sec.name + ".blocks";
-    if (const Leaf* leaf = tree.find(key))
-      check_section_blocks(cfg.gradient_checkpointing.*sec.field, sec, key, leaf->origin, cfg, bad, problems);
+    std::vector<std::string> bases = {"gradient_checkpointing." + sec.name};
+    for (const auto& l : legacy_recompute_sections())
+      if (l.new_name == sec.name) bases.push_back(legacy_base(l));
+    for (const auto& base : bases)
+      if (const Leaf* leaf = tree.find(base + ".blocks"))
+        check_section_blocks(cfg.gradient_checkpointing.*sec.field, sec, base + ".blocks", leaf->origin, cfg, bad,
+                             problems);
   }
 }
 

@@ -48,14 +48,14 @@ BatchLoader::~BatchLoader() {
   for (auto& t : threads_) t.join();
 }
 
-Batch BatchLoader::next(int64_t step) {
+BuiltBatch BatchLoader::next(int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
-  Batch batch = threads_.empty() || step < 0 || step >= total_steps_ ? produce_(step) : take(step);
+  BuiltBatch batch = threads_.empty() || step < 0 || step >= total_steps_ ? produce_(step) : take(step);
   last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return batch;
 }
 
-Batch BatchLoader::take(int64_t step) {
+BuiltBatch BatchLoader::take(int64_t step) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (step != expected_) restart(step);
   ready_cv_.wait(lock, [&] {

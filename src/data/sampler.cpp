@@ -1,4 +1,4 @@
-// Deterministic sharded sampling and token masking (see header).
+// Deterministic sharded sampling (see header).
 #include "wg/data/sampler.h"
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "wg/data/synthetic.h"
+#include "wg/data/seeds.h"
 
 namespace wg {
 
@@ -37,22 +37,6 @@ std::vector<int64_t> Sampler::sample_ids(int64_t epoch, int64_t step_in_epoch, i
   const int64_t first = step_in_epoch * batch_ * world_ + int64_t(rank) * batch_;
   for (int i = 0; i < batch_; ++i) ids.push_back(epoch * samples_ + perm[first + i]);
   return ids;
-}
-
-std::vector<uint8_t> token_mask(uint64_t seed, int64_t sample_id, uint64_t stream_hash, int tokens,
-                                double rate, bool sample_rate) {
-  std::mt19937_64 rng(mix_seed(mix_seed(seed, stream_hash), 0xC0FFEEull + uint64_t(sample_id)));
-  if (sample_rate) {
-    std::normal_distribution<double> n(rate, kMaskingRateSpread);
-    rate = std::clamp(n(rng), kMaskingRateFloor, 1.0 - kMaskingRateFloor);
-  }
-  const int masked = std::clamp(int(std::lround(rate * tokens)), 1, std::max(1, tokens - 1));
-  std::vector<int> order(static_cast<size_t>(tokens));
-  std::iota(order.begin(), order.end(), 0);
-  for (int i = 0; i < masked; ++i) std::swap(order[i], order[i + rng() % uint64_t(tokens - i)]);
-  std::vector<uint8_t> mask(static_cast<size_t>(tokens), 0);
-  for (int i = 0; i < masked; ++i) mask[order[i]] = 1;
-  return mask;
 }
 
 }  // namespace wg

@@ -34,7 +34,8 @@ GradSync::GradSync(std::vector<torch::Tensor> params, Communicator& comm, size_t
   auto close = [&] {
     if (current.params.empty()) return;
     const auto opts = params_[current.params.front()].options().dtype(torch::kFloat32);
-    current.buffer = torch::zeros({current.offsets.back() + params_[current.params.back()].numel()}, opts);
+    current.flags = current.offsets.back() + params_[current.params.back()].numel();
+    current.buffer = torch::zeros({current.flags + int64_t(current.params.size())}, opts);
     buckets_.push_back(std::move(current));
     current = Bucket{};
     bytes = 0;
@@ -95,7 +96,10 @@ void GradSync::on_gradient(size_t k) {
   const auto [bi, slot] = where_[k];
   Bucket& b = buckets_[bi];
   const torch::Tensor& g = params_[k].grad();
-  if (g.defined()) b.buffer.narrow(0, b.offsets[slot], g.numel()).copy_(g.reshape(-1));
+  if (g.defined()) {
+    b.buffer.narrow(0, b.offsets[slot], g.numel()).copy_(g.reshape(-1));
+    b.buffer.narrow(0, b.flags + int64_t(slot), 1).fill_(1.0f);  // summed: the ranks that had a gradient
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (++b.ready == b.params.size()) mark_complete(bi);
 }
@@ -156,13 +160,19 @@ void GradSync::finish() {
 
   torch::NoGradGuard no_grad;
   const float scale = 1.0f / float(comm_.size());
-  for (Bucket& b : buckets_)
+  for (Bucket& b : buckets_) {
+    const torch::Tensor had_gradient = b.buffer.narrow(0, b.flags, int64_t(b.params.size())).to(torch::kCPU);
+    const float* ranks_with_gradient = had_gradient.data_ptr<float>();
     for (size_t i = 0; i < b.params.size(); ++i) {
       torch::Tensor& p = params_[b.params[i]];
+      // No rank had a gradient (a parameter the loss does not reach): it
+      // stays without one, so the optimizer skips it as it does on one rank.
+      if (ranks_with_gradient[i] == 0.0f) continue;
       torch::Tensor avg = b.buffer.narrow(0, b.offsets[i], p.numel()).view_as(p) * scale;
       if (p.grad().defined()) p.mutable_grad().copy_(avg);
       else p.mutable_grad() = avg;
     }
+  }
 }
 
 }  // namespace wg

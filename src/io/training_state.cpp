@@ -14,7 +14,7 @@ std::string state_key(const torch::Tensor& p) { return c10::guts::to_string(p.un
 }  // namespace
 
 void save_training_state(const std::string& path, const torch::nn::Module& model, torch::optim::AdamW& optimizer,
-                         int64_t next_step) {
+                         int64_t next_step, const std::vector<torch::Tensor>& ema) {
   SafetensorsFile f = weights_file(model, DType::F32, "model.");
   f.metadata["format"] = "wgtrain-training-state";
   f.metadata["next_step"] = std::to_string(next_step);
@@ -28,10 +28,17 @@ void save_training_state(const std::string& path, const torch::nn::Module& model
     f.tensors.push_back(to_record(base + ".exp_avg_sq", s.exp_avg_sq(), DType::F32));
     f.tensors.push_back(to_record(base + ".step", torch::tensor(s.step(), torch::kInt64), DType::I64));
   }
+  const auto named = model.named_parameters();
+  if (!ema.empty() && ema.size() != named.size())
+    throw std::invalid_argument("training state: " + std::to_string(ema.size()) + " averaged tensors for " +
+                                std::to_string(named.size()) + " parameters");
+  for (size_t i = 0; i < ema.size(); ++i)
+    f.tensors.push_back(to_record("ema." + named[i].key(), ema[i], DType::F32));
   write_safetensors(path, f);
 }
 
-int64_t load_training_state(const std::string& path, torch::nn::Module& model, torch::optim::AdamW& optimizer) {
+int64_t load_training_state(const std::string& path, torch::nn::Module& model, torch::optim::AdamW& optimizer,
+                            std::vector<torch::Tensor>* ema) {
   const SafetensorsFile f = read_safetensors(path);
   auto step_it = f.metadata.find("next_step");
   if (f.metadata.count("format") == 0 || f.metadata.at("format") != "wgtrain-training-state" || step_it == f.metadata.end())
@@ -52,8 +59,21 @@ int64_t load_training_state(const std::string& path, torch::nn::Module& model, t
     else if (rest.substr(dot + 1) != "step" && torch::IntArrayRef(r.shape) != params[pname].sizes())
       problems.push_back("wrong shape: " + r.name);
   }
+  const auto named = model.named_parameters();
+  if (ema) {
+    if (ema->size() != named.size()) problems.push_back("the weight average has " + std::to_string(ema->size()) + " tensors");
+    for (const auto& p : named) {
+      const TensorRecord* r = f.find("ema." + p.key());
+      if (!r) problems.push_back("missing: ema." + p.key() + " (the run averages weights: validate_with_ema)");
+      else if (torch::IntArrayRef(r->shape) != p.value().sizes()) problems.push_back("wrong shape: ema." + p.key());
+    }
+  }
   if (!problems.empty()) throw WeightsMismatchError(path, problems);
   load_weights(model, f, {"model.", ""}, path);  // checks names and shapes itself
+  if (ema) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < named.size(); ++i) (*ema)[i].copy_(to_tensor(*f.find("ema." + named[i].key())));
+  }
 
   auto& state = optimizer.state();
   for (const auto& [name, p] : params) {

@@ -1,25 +1,39 @@
-// StreamEmbedTransformer (see header). Pieces, in order: input (embed +
-// positional encoding), per block attention then MLP, read-out. The plan
-// only flips Piece::recompute; forward is one loop over the pieces.
+// StreamEmbedTransformer (see header). The plan only flips
+// Piece::recompute; forward is one loop over the pieces.
 #include "wg/model/embed_transformer.h"
 
-#include "wg/data/batch.h"
+#include "wg/data/tokenizer.h"
 
 namespace wg {
+
+namespace {
+// The read-out norm: affine LayerNorm, or RMSNorm when norm_type says so.
+torch::nn::AnyModule readout_norm(const std::string& norm_type, int64_t dim, double eps) {
+  if (norm_type == "RMSNorm") return torch::nn::AnyModule(RMSNorm(int(dim), eps));
+  return torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(eps)));
+}
+}  // namespace
 
 StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : o_(o) {
   TORCH_CHECK(o.unembed_mode == "block" || o.unembed_mode == "full", "embed: unknown unembed_mode '",
               o.unembed_mode, "'");
   const int total = o.num_tokens * o.dim_out;
-  embed = register_module("embed", torch::nn::Linear(o.token_size, o.dim_embed));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int i = 0; i < o.num_blocks; ++i) {
-    attention_.emplace_back(AttentionOptions{o.dim_embed, o.num_heads, o.dropout_rate, o.norm_type,
-                                             o.bf16_attention_on_cuda});
-    mlp_.emplace_back(MlpOptions{o.dim_embed, 2, o.dropout_rate, o.norm_type});
+    AttentionOptions a;  // the embed's attention: norm eps 1e-5, whatever norm_eps says (as upstream)
+    a.dim = o.dim_embed;
+    a.num_heads = o.num_heads;
+    a.dropout = o.dropout_rate;
+    a.norm_eps = 1e-5;
+    attention_.emplace_back(a);
+    MlpOptions m;
+    m.dim_in = o.dim_embed;
+    m.dropout = o.dropout_rate;
+    mlp_.emplace_back(m);
     layers->push_back(attention_.back());
     layers->push_back(mlp_.back());
   }
+  embed = register_module("embed", torch::nn::Linear(o.token_size, o.dim_embed));
   if (o.unembed_mode == "block") {
     // WeatherGenerator widens the centroid part so C divides the rest.
     e_ = o.embed_size_centroids + (total - o.embed_size_centroids) % o.num_channels;
@@ -29,26 +43,27 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
     auto ln_final = register_module("ln_final", torch::nn::ModuleList());
     for (int c = 0; c < o.num_channels; ++c) {
       unembed_block_.emplace_back(o.dim_embed, d_c_);
-      ln_block_.emplace_back(torch::nn::LayerNormOptions({o.dim_embed}).eps(1e-6));
       unembed->push_back(unembed_block_.back());
-      ln_final->push_back(ln_block_.back());
+    }
+    for (int c = 0; c < o.num_channels; ++c) {
+      ln_block_.push_back(readout_norm(o.norm_type, o.dim_embed, 1e-6));
+      ln_final->push_back(ln_block_.back().ptr());
     }
   } else {
     e_ = o.embed_size_centroids;
-    ln_full_ = register_module("ln_final",
-                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.num_channels * o.dim_embed}).eps(1e-3)));
+    ln_full_ = readout_norm(o.norm_type, int64_t(o.num_channels) * o.dim_embed, 1e-3);
+    register_module("ln_final", ln_full_.ptr());
     unembed_full_ = register_module("unembed", torch::nn::Linear(o.num_channels * o.dim_embed, total - e_));
   }
-  if (o.embed_size_centroids > 0)
-    embed_centroids = register_module("embed_centroids", torch::nn::Linear(kCentroidFeatures, e_));
   dropout_final = register_module("dropout_final", torch::nn::Dropout(o.dropout_final_rate));
+  // Always created, with the adjusted width (dead parameters when
+  // embed_size_centroids is 0, kept for state_dict compatibility).
+  embed_centroids = register_module("embed_centroids", torch::nn::Linear(kCentroidWidth, e_));
   build_pieces();
 }
 
 void StreamEmbedTransformerImpl::build_pieces() {
-  const auto key = [this](PieceKind kind, int block = -1) {
-    return PieceKey{"embed", o_.stream, block, kind};
-  };
+  const auto key = [this](PieceKind kind, int block = -1) { return PieceKey{"embed", o_.stream, block, kind}; };
   pieces_.push_back({key(PieceKind::Input),
                      [this](const torch::Tensor& x) {
                        torch::Tensor h = embed(x.transpose(-2, -1));  // [N, C, dim_embed]
@@ -64,19 +79,19 @@ void StreamEmbedTransformerImpl::build_pieces() {
                        mlp->parameters()});
   }
   std::vector<torch::Tensor> readout_params;
-  for (auto& m : ln_block_) for (auto& p : m->parameters()) readout_params.push_back(p);
   for (auto& m : unembed_block_) for (auto& p : m->parameters()) readout_params.push_back(p);
-  if (ln_full_) for (auto& p : ln_full_->parameters()) readout_params.push_back(p);
+  for (auto& m : ln_block_) for (auto& p : m.ptr()->parameters()) readout_params.push_back(p);
+  if (!ln_full_.is_empty()) for (auto& p : ln_full_.ptr()->parameters()) readout_params.push_back(p);
   if (unembed_full_) for (auto& p : unembed_full_->parameters()) readout_params.push_back(p);
   pieces_.push_back({key(PieceKind::Readout), [this](const torch::Tensor& x) { return readout(x); }, readout_params});
 }
 
 torch::Tensor StreamEmbedTransformerImpl::readout(const torch::Tensor& x) {
-  if (o_.unembed_mode == "full") return unembed_full_(ln_full_(x.flatten(-2, -1)));
+  if (o_.unembed_mode == "full") return unembed_full_(ln_full_.forward(x.flatten(-2, -1)));
   std::vector<torch::Tensor> per_channel;
   per_channel.reserve(unembed_block_.size());
   for (size_t c = 0; c < unembed_block_.size(); ++c)
-    per_channel.push_back(unembed_block_[c](ln_block_[c](x.select(1, int64_t(c)))));  // [N, d_c]
+    per_channel.push_back(unembed_block_[c](ln_block_[c].forward(x.select(1, int64_t(c)))));  // [N, d_c]
   return torch::stack(per_channel, 1).flatten(-2, -1);  // [N, C*d_c]
 }
 

@@ -1,129 +1,233 @@
-// The whole network (see header).
+// WeatherGenerator's model (see header). The forward follows wg-model.md §4
+// and its Appendix A step by step; the chunked local loop of upstream is
+// left out (every operation in it is per token or per cell, so it is
+// numerically neutral), and empty cells never reach an attention call.
 #include "wg/model/weather_model.h"
+
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
 namespace wg {
 
-EmbedOptions embed_options(const Config& c, const StreamConfig& s, const StreamShape& shape) {
-  EmbedOptions o;
-  o.stream = s.name;
-  o.num_tokens = s.embed.num_tokens;
-  o.token_size = shape.token_size;
-  o.num_channels = shape.num_channels;
-  o.dim_embed = s.embed.dim_embed;
-  o.dim_out = c.ae_local_dim_embed;
-  o.num_blocks = s.embed.num_blocks;
-  o.num_heads = s.embed.num_heads;
-  o.dropout_rate = c.embed_dropout_rate;
-  o.dropout_final_rate = c.embed_dropout_final_rate;
-  o.norm_type = c.norm_type;
-  o.embed_size_centroids = c.embed_size_centroids;
-  o.unembed_mode = c.embed_unembed_mode;
-  o.bf16_attention_on_cuda = c.with_mixed_precision && c.attention_dtype == "bf16";
-  return o;
+namespace {
+// Upstream's forecast engine starts from N(0, 0.001) weights and biases.
+void small_init(torch::nn::Module& m) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : m.parameters()) p.normal_(0.0, 0.001);
 }
 
-LatentAdapterImpl::LatentAdapterImpl(int dim_in, int dim, int num_streams) {
-  proj_in = register_module("proj_in", torch::nn::Linear(dim_in, dim));
-  mask_token = register_parameter("mask_token", torch::randn({dim}) * 0.02);
-  stream_embed = register_parameter("stream_embed", torch::randn({num_streams, dim}) * 0.02);
-  embed_coords = register_module("embed_coords", torch::nn::Linear(kCentroidFeatures, dim));
-}
+torch::Tensor recorded(const torch::Tensor& t) { return t.detach().clone(); }
+}  // namespace
 
-torch::Tensor LatentAdapterImpl::forward(const torch::Tensor& emb, const torch::Tensor& visible,
-                                         const torch::Tensor& centroids, int64_t B, int64_t T, int stream) {
-  const int64_t nt = emb.size(1), D = mask_token.size(0);
-  torch::Tensor h = proj_in(emb);                                        // [Nv, nt, D]
-  torch::Tensor all = mask_token.view({1, 1, D}).expand({B * T, nt, D});  // [B*T, nt, D]
-  all = all.contiguous().index_copy(0, visible, h);                     // own memory per token
-  all = all + embed_coords(centroids).unsqueeze(1);                      // where each token is, masked or not
-  return all.reshape({B, T * nt, D}) + harmonic_encoding(T * nt, D, all.options()) + stream_embed[stream];
-}
-
-WeatherModelImpl::WeatherModelImpl(const Config& c, const std::vector<StreamShape>& shapes)
-    : streams_(c.streams), dim_latent_(c.ae_global_dim_embed) {
-  TORCH_CHECK(shapes.size() == streams_.size(), "model: ", shapes.size(), " stream shapes for ", streams_.size(),
-              " streams");
-  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> embeds, heads;
-  for (size_t i = 0; i < streams_.size(); ++i) {
-    const StreamConfig& s = streams_[i];
-    TORCH_CHECK(shapes[i].name == s.name, "model: the shape of stream '", shapes[i].name, "' given for '", s.name, "'");
-    embeds.emplace_back(s.name, StreamEmbedTransformer(embed_options(c, s, shapes[i])).ptr());
-    const int head_in = s.embed.num_tokens * c.ae_global_dim_embed;
-    heads.emplace_back(s.name, PredHead(head_in, c.pred_mlp_hidden_factor * c.ae_global_dim_embed,
-                                        shapes[i].token_size * shapes[i].num_channels).ptr());
+WeatherModelImpl::WeatherModelImpl(const ModelOptions& o) : o_(o) {
+  tables_ = ModelTables::build(o.healpix_level, o.dim_local, o.dim_global, o.num_queries);
+  // Construction (and so random initialisation) in upstream's order.
+  for (const auto& d : o.decoders) {
+    int index = -1;
+    for (size_t e = 0; e < o.embeds.size(); ++e)
+      if (o.embeds[e].stream == d.stream) index = int(e);
+    embed_of_stream_.push_back(index);
   }
+  for (const auto& e : o.embeds) embeds_.emplace_back(e);
+  ae_local_ = LocalEngine(o.local);
+  ae_adapter_ = Adapter(o.adapter);
+  const torch::Tensor q = torch::rand({1, o.num_queries, o.dim_global}) / double(o.dim_global);
+  ae_aggregation_ = TransformerEngine(o.aggregation);
+  ae_global_ = TransformerEngine(o.global);
+  forecast_ = TransformerEngine(o.forecast);
+  small_init(*forecast_);
+  for (const auto& d : o.decoders) {
+    coords_.emplace_back(d.dim_coords, d.dim_embed);
+    decoders_.emplace_back(d);
+    heads_.emplace_back(d);
+  }
+  // Registration in state_dict order (own parameters come first).
+  q_cells = register_parameter("q_cells", q);
   auto embed_engine = register_module("embed_engine", std::make_shared<torch::nn::Module>());
-  embeds_ = embed_engine->register_module("embeds", torch::nn::ModuleDict(embeds));
-  pred_heads = register_module("pred_heads", torch::nn::ModuleDict(heads));
-  latent_adapter = register_module(
-      "latent_adapter", LatentAdapter(c.ae_local_dim_embed, c.ae_global_dim_embed, int(streams_.size())));
-  LatentOptions lo;
-  lo.dim = c.ae_global_dim_embed;
-  lo.num_blocks = c.ae_global_num_blocks;
-  lo.num_heads = c.ae_global_num_heads;
-  lo.mlp_hidden_factor = c.ae_global_mlp_hidden_factor;
-  lo.dropout_rate = c.ae_global_dropout_rate;
-  lo.norm_type = c.norm_type;
-  lo.bf16_attention_on_cuda = c.with_mixed_precision && c.attention_dtype == "bf16";
-  latent_engine = register_module("latent_engine", LatentEngine(lo));
+  auto embeds = embed_engine->register_module("embeds", std::make_shared<torch::nn::Module>());
+  for (size_t s = 0; s < embeds_.size(); ++s) embeds->register_module(o.embeds[s].stream, embeds_[s]);
+  register_module("ae_local_engine", ae_local_);
+  register_module("ae_local_global_engine", ae_adapter_);
+  register_module("ae_aggregation_engine", ae_aggregation_);
+  register_module("ae_global_engine", ae_global_);
+  register_module("forecast_engine", forecast_);
+  auto coords = register_module("embed_target_coords", std::make_shared<torch::nn::Module>());
+  auto engines = register_module("target_token_engines", std::make_shared<torch::nn::Module>());
+  auto heads = register_module("pred_heads", std::make_shared<torch::nn::Module>());
+  for (size_t s = 0; s < decoders_.size(); ++s) {
+    const std::string& name = o.decoders[s].stream;
+    coords->register_module(name, coords_[s]);
+    engines->register_module(name, decoders_[s]);
+    heads->register_module(name, heads_[s]);
+    pred_keys_.push_back(PieceKey::io("pred", name, PieceKind::Input));
+    for (const auto& k : decoders_[s]->block_keys()) pred_keys_.push_back(k);
+    pred_keys_.push_back(PieceKey::io("pred", name, PieceKind::Head));
+  }
+  pred_recompute_.assign(pred_keys_.size(), false);
 }
 
 void WeatherModelImpl::set_plan(const RecomputePlan& plan) {
-  for (const auto& s : streams_) {
-    embeds_->at<StreamEmbedTransformerImpl>(s.name).set_plan(plan);
-    pred_heads->at<PredHeadImpl>(s.name).set_plan(plan);
-  }
-  latent_engine->set_plan(plan);
+  for (auto& e : embeds_) e->set_plan(plan);
+  ae_local_->set_plan(plan);
+  ae_adapter_->set_plan(plan);
+  ae_aggregation_->set_plan(plan);
+  ae_global_->set_plan(plan);
+  forecast_->set_plan(plan);
+  pred_recompute_ = recompute_flags(pred_keys_, plan);
 }
 
 std::vector<PieceKey> WeatherModelImpl::piece_keys() const {
   std::vector<PieceKey> keys;
-  const auto add = [&keys](const std::vector<PieceKey>& more) {
-    for (const auto& k : more)
-      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-  };
-  for (const auto& s : streams_) add(embeds_->at<StreamEmbedTransformerImpl>(s.name).piece_keys());
-  add(latent_engine->piece_keys());
-  for (const auto& s : streams_) add(pred_heads->at<PredHeadImpl>(s.name).piece_keys());
+  for (const auto& e : embeds_)
+    for (const auto& k : e->piece_keys()) keys.push_back(k);
+  for (const std::vector<PieceKey>& engine : {ae_local_->piece_keys(), ae_adapter_->piece_keys(),
+                                              ae_aggregation_->piece_keys(), ae_global_->piece_keys(),
+                                              forecast_->piece_keys()})
+    keys.insert(keys.end(), engine.begin(), engine.end());
+  keys.insert(keys.end(), pred_keys_.begin(), pred_keys_.end());
   return keys;
 }
 
 void WeatherModelImpl::set_observer(PieceObserver* observer) {
-  for (const auto& s : streams_) {
-    embeds_->at<StreamEmbedTransformerImpl>(s.name).set_observer(observer);
-    pred_heads->at<PredHeadImpl>(s.name).set_observer(observer);
-  }
-  latent_engine->set_observer(observer);
+  observer_ = observer;
+  for (auto& e : embeds_) e->set_observer(observer);
+  ae_local_->set_observer(observer);
+  ae_adapter_->set_observer(observer);
+  ae_aggregation_->set_observer(observer);
+  ae_global_->set_observer(observer);
+  forecast_->set_observer(observer);
 }
 
-std::vector<torch::Tensor> WeatherModelImpl::forward(const ModelInput& in) {
-  const int64_t B = in.batch_size;
-  std::vector<torch::Tensor> latent_parts;  // [B, T_s*nt_s, D] per stream
-  std::vector<int64_t> part_len;
-  for (size_t s = 0; s < in.streams.size(); ++s) {
-    const StreamInput& si = in.streams[s];
-    const int64_t T = si.values.size(1), ts = si.values.size(2), C = si.values.size(3);
-    auto& embed = embeds_->at<StreamEmbedTransformerImpl>(si.stream);
-    torch::Tensor x_in = si.values.reshape({B * T, ts, C}).index_select(0, si.visible);  // [Nv, ts, C]
-    torch::Tensor cen_all = si.centroids.reshape({B * T, -1});                           // [B*T, 5]
-    torch::Tensor emb = embed.forward(x_in, cen_all.index_select(0, si.visible));        // [Nv, nt, dim_out]
-    latent_parts.push_back(latent_adapter->forward(emb, si.visible, cen_all, B, T, int(s)));
-    part_len.push_back(latent_parts.back().size(1));
+torch::Tensor WeatherModelImpl::embed_tokens(const ModelBatch& batch) {
+  // Every stream's tokens of every sample, embedded, plus pe_embed at their
+  // position in the cell, scattered into the cell-ordered buffer [M, D_l].
+  std::vector<torch::Tensor> rows, values;
+  for (size_t s = 0; s < batch.streams.size(); ++s) {
+    const StreamBatchTensors& sb = batch.streams[s];
+    const int e = embed_of_stream_.at(s);
+    for (size_t b = 0; b < sb.source_tokens.size(); ++b) {
+      if (sb.source_tokens[b].size(0) == 0) continue;
+      TORCH_CHECK(sb.idxs_embed_pe[b].numel() == 0 || sb.idxs_embed_pe[b].max().item<int64_t>() < kPeEmbedRows,
+                  "stream '", sb.name, "': a cell holds more than ", kPeEmbedRows,
+                  " source tokens, beyond pe_embed (upstream indexes out of range there)");
+      TORCH_CHECK(e >= 0, "stream '", sb.name, "' is diagnostic but has source tokens");
+      const torch::Tensor y = embeds_[size_t(e)]->forward(sb.source_tokens[b], sb.source_centroids[b]).flatten(0, 1);
+      values.push_back(y + tables_.pe_embed.index_select(0, sb.idxs_embed_pe[b]));
+      rows.push_back(sb.idxs_embed[b]);
+    }
   }
-  torch::Tensor latent = latent_engine->forward(torch::cat(latent_parts, 1));  // [B, L, D]
+  const torch::Tensor buffer = torch::zeros({batch.num_tokens, o_.dim_local}, q_cells.options());
+  if (rows.empty()) return buffer;
+  return buffer.index_copy(0, torch::cat(rows), torch::cat(values));
+}
+
+torch::Tensor WeatherModelImpl::aggregate(const torch::Tensor& queries, const std::vector<int64_t>& per_sample) {
+  // Each sample's non-empty cells form one sequence; the query slot acts as the batch.
+  std::vector<torch::Tensor> out;
+  int64_t first = 0;
+  for (const int64_t n : per_sample) {
+    if (n > 0) out.push_back(ae_aggregation_->forward(queries.narrow(0, first, n).permute({1, 0, 2})).permute({1, 0, 2}));
+    first += n;
+  }
+  return out.empty() ? queries : torch::cat(out);
+}
+
+std::vector<torch::Tensor> WeatherModelImpl::predict(const ModelBatch& batch, int64_t step, const torch::Tensor& latent) {
+  const int64_t B = batch.num_samples, C = batch.num_cells, nq = o_.num_queries;
+  // Each target cell reads the nq tokens of itself and its 8 neighbours (SW..S).
+  const torch::Tensor nb = tables_.hp_nbours.flatten();
+  std::vector<torch::Tensor> per_sample;
+  for (int64_t b = 0; b < B; ++b) per_sample.push_back(nb + b * C);
+  const torch::Tensor neighbourhoods =
+      latent.reshape({B * C, nq, o_.dim_global}).index_select(0, torch::cat(per_sample)).flatten(0, 1);  // [B·9C·nq, D_g]
+  const std::vector<int64_t> nine(size_t(B * C), 9 * nq);
   std::vector<torch::Tensor> preds;
-  int64_t offset = 0;
-  for (size_t s = 0; s < in.streams.size(); ++s) {
-    const StreamInput& si = in.streams[s];
-    const int64_t T = si.values.size(1), ts = si.values.size(2), C = si.values.size(3);
-    torch::Tensor part = latent.narrow(1, offset, part_len[s]).reshape({B * T, -1});  // [B*T, nt*D]
-    offset += part_len[s];
-    torch::Tensor out = pred_heads->at<PredHeadImpl>(si.stream).forward(part.index_select(0, si.masked));
-    preds.push_back(out.view({-1, ts, C}));  // [Nm, ts, C]
+  size_t first_key = 0;
+  for (size_t s = 0; s < decoders_.size(); ++s) {
+    const StreamBatchTensors& sb = batch.streams[s];
+    const size_t keys = decoders_[s]->block_keys().size() + 2;
+    const torch::Tensor coords = sb.target_coords[size_t(step)];
+    const std::vector<int64_t>& lens = sb.target_lens[size_t(step)];
+    if (coords.size(0) == 0 || coords.isnan().any().item<bool>()) {
+      if (coords.size(0) > 0) spdlog::warn("stream '{}': NaN in the target coordinates; no prediction", sb.name);
+      preds.emplace_back();
+      first_key += keys;
+      continue;
+    }
+    const VarlenSegments to_latent = VarlenSegments::from_lengths(lens, nine, coords.device());
+    const VarlenSegments within = VarlenSegments::from_lengths(lens, lens, coords.device());
+    auto coord_embed = coords_[s];
+    auto head = heads_[s];
+    std::vector<Piece> pieces;
+    pieces.push_back({pred_keys_[first_key], [coord_embed](const torch::Tensor& tc) mutable { return coord_embed->forward(tc); },
+                      coord_embed->parameters(), pred_recompute_[first_key]});
+    decoders_[s]->add_pieces(pieces, pred_recompute_, first_key + 1, neighbourhoods, coords, to_latent, within);
+    pieces.push_back({pred_keys_[first_key + keys - 1], [head](const torch::Tensor& e) mutable { return head->forward(e); },
+                      head->parameters(), pred_recompute_[first_key + keys - 1]});
+    preds.push_back(run_pieces(pieces, coords, observer_));
+    first_key += keys;
   }
   return preds;
+}
+
+ModelOutput WeatherModelImpl::forward(const ModelBatch& batch, bool record_sections) {
+  const int64_t B = batch.num_samples, C = batch.num_cells, nq = o_.num_queries, Dg = o_.dim_global;
+  TORCH_CHECK(C == tables_.num_cells, "model: the batch has ", C, " cells per sample, the model ", tables_.num_cells);
+  TORCH_CHECK(batch.streams.size() == decoders_.size(), "model: the batch has ", batch.streams.size(),
+              " streams, the model ", decoders_.size());
+  if (tables_.pe_embed.device() != q_cells.device()) tables_ = tables_.to(q_cells.device());
+  const torch::Tensor& pe_global = tables_.pe_global;
+  ModelOutput out;
+  const auto record = [&](const std::string& name, const torch::Tensor& t) {
+    if (record_sections) out.sections[name] = recorded(t);
+  };
+  const torch::Device device = q_cells.device();
+
+  torch::Tensor tokens = embed_tokens(batch);  // [M, D_l]
+  record("embed", tokens);
+  tokens = ae_local_->forward(tokens, VarlenSegments::from_lengths(batch.source_cell_lens, batch.source_cell_lens, device));
+  record("ae_local", tokens);
+
+  // One query per cell (and slot): q_cells + pe_global, for every sample.
+  const torch::Tensor q0 = q_cells.repeat({C, 1, 1}) + pe_global;  // [C, nq, D_g]
+  const torch::Tensor q_all = B == 1 ? q0 : q0.repeat({B, 1, 1});    // [B·C, nq, D_g]
+  std::vector<int64_t> non_empty, kv_lens, per_sample(size_t(B), 0);
+  for (int64_t g = 0; g < B * C; ++g)
+    if (batch.source_cell_lens[size_t(g)] > 0) {
+      non_empty.push_back(g);
+      kv_lens.push_back(batch.source_cell_lens[size_t(g)]);
+      ++per_sample[size_t(g / C)];
+    }
+  torch::Tensor latent = q_all;
+  if (!non_empty.empty()) {
+    const torch::Tensor cells = torch::tensor(non_empty, torch::kInt64).to(device);
+    torch::Tensor queries = q_all.index_select(0, cells);  // [n, nq, D_g]
+    queries = ae_adapter_->forward(
+        queries, tokens, VarlenSegments::from_lengths(std::vector<int64_t>(non_empty.size(), 1), kv_lens, device));
+    record("ae_adapter", queries);
+    queries = aggregate(queries, per_sample);
+    record("ae_aggregation", queries);
+    latent = q_all.index_copy(0, cells, queries);
+  }
+  // Non-empty cells carry aggregated + pe_global, empty ones q_cells + 2 pe_global (as upstream).
+  latent = (latent.view({B, C, nq, Dg}) + pe_global).reshape({B, C * nq, Dg});
+  latent = ae_global_->forward(latent);
+  record("ae_global", latent);
+
+  // Target steps forecast_offset .. F-1 are predicted; between two, the
+  // forecast engine advances the latent by one step (its aux: the step).
+  const int64_t first = o_.forecast_offset, last = batch.num_target_steps() - 1;
+  for (int64_t f = first; f < last; ++f) {
+    out.preds.push_back(predict(batch, f, latent));
+    if (is_training() && o_.impute_latent_noise_std > 0)
+      latent = latent + torch::randn_like(latent) * latent.norm() * o_.impute_latent_noise_std;
+    const torch::Tensor step = torch::full({1}, double(f), latent.options());
+    latent = forecast_->forward(latent, step);
+    record("forecast." + std::to_string(f), latent);
+  }
+  if (last >= first) out.preds.push_back(predict(batch, last, latent));
+  return out;
 }
 
 }  // namespace wg

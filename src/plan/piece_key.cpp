@@ -6,16 +6,19 @@
 namespace wg {
 
 namespace {
-constexpr PieceKind kKinds[] = {PieceKind::Input, PieceKind::Attention, PieceKind::Mlp, PieceKind::Readout,
-                                PieceKind::Head};
+constexpr PieceKind kKinds[] = {PieceKind::Input,   PieceKind::Attention, PieceKind::CrossAttention,
+                                PieceKind::Mlp,     PieceKind::Readout,   PieceKind::Head};
 
-bool block_kind(PieceKind k) { return k == PieceKind::Attention || k == PieceKind::Mlp; }
+bool block_kind(PieceKind k) {
+  return k == PieceKind::Attention || k == PieceKind::CrossAttention || k == PieceKind::Mlp;
+}
 }  // namespace
 
 const char* piece_kind_name(PieceKind kind) {
   switch (kind) {
     case PieceKind::Input: return "input";
     case PieceKind::Attention: return "attn";
+    case PieceKind::CrossAttention: return "cross";
     case PieceKind::Mlp: return "mlp";
     case PieceKind::Readout: return "readout";
     case PieceKind::Head: return "head";

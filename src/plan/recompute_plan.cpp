@@ -51,7 +51,14 @@ std::string RecomputePlan::summary() const {
 
 std::vector<PieceKey> model_pieces(const Config& c) {
   std::vector<PieceKey> out;
+  const auto blocks = [&out](const std::string& section, int n) {
+    for (int b = 0; b < n; ++b) {
+      out.push_back(PieceKey::in_block(section, "", b, PieceKind::Attention));
+      out.push_back(PieceKey::in_block(section, "", b, PieceKind::Mlp));
+    }
+  };
   for (const auto& s : c.streams) {
+    if (s.diagnostic) continue;  // no embed transformer
     out.push_back(PieceKey::io("embed", s.name, PieceKind::Input));
     for (int b = 0; b < s.embed.num_blocks; ++b) {
       out.push_back(PieceKey::in_block("embed", s.name, b, PieceKind::Attention));
@@ -59,11 +66,22 @@ std::vector<PieceKey> model_pieces(const Config& c) {
     }
     out.push_back(PieceKey::io("embed", s.name, PieceKind::Readout));
   }
-  for (int b = 0; b < c.ae_global_num_blocks; ++b) {
-    out.push_back(PieceKey::in_block("latent", "", b, PieceKind::Attention));
-    out.push_back(PieceKey::in_block("latent", "", b, PieceKind::Mlp));
+  blocks("ae_local", c.ae_local_num_blocks);
+  out.push_back(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention));
+  out.push_back(PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp));
+  out.push_back(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention));
+  blocks("ae_aggregation", c.ae_aggregation_num_blocks);
+  blocks("ae_global", c.ae_global_num_blocks);
+  blocks("forecast", c.forecast_policy.empty() ? 0 : c.fe_num_blocks);
+  for (const auto& s : c.streams) {
+    out.push_back(PieceKey::io("pred", s.name, PieceKind::Input));
+    for (int l = 0; l < s.target_readout.num_layers; ++l) {
+      out.push_back(PieceKey::in_block("pred", s.name, l, PieceKind::CrossAttention));
+      if (c.pred_self_attention) out.push_back(PieceKey::in_block("pred", s.name, l, PieceKind::Attention));
+      out.push_back(PieceKey::in_block("pred", s.name, l, PieceKind::Mlp));
+    }
+    out.push_back(PieceKey::io("pred", s.name, PieceKind::Head));
   }
-  out.push_back(PieceKey::io("pred", "", PieceKind::Head));
   return out;
 }
 

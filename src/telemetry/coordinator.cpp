@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstring>
 
 namespace wg {
@@ -38,6 +40,12 @@ void Coordinator::on_step(const StepMetrics& m) {
   window_seconds_ += m.step_seconds;
   window_data_ += m.data_seconds;
   ++window_steps_;
+  window_.num_streams = int32_t(std::min<size_t>(m.stream_losses.size(), RankWindow::kMaxStreams));
+  for (int i = 0; i < window_.num_streams; ++i)
+    if (std::isfinite(m.stream_losses[size_t(i)])) {
+      stream_sum_[i] += m.stream_losses[size_t(i)];
+      ++stream_count_[i];
+    }
   window_.last_step_unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (window_.step % every_ == 0 || window_.step == m.total_steps) gather_window();
@@ -50,6 +58,9 @@ void Coordinator::gather_window() {
   window_.data_wait_seconds = window_steps_ > 0 ? window_data_ / window_steps_ : 0;
   window_.data_wait_ratio = window_seconds_ > 0 ? window_data_ / window_seconds_ : 0;
   const RecomputePlan& plan = plan_();
+  for (int i = 0; i < window_.num_streams; ++i)
+    window_.stream_loss[i] = stream_count_[i] > 0 ? stream_sum_[i] / stream_count_[i]
+                                                  : std::numeric_limits<double>::quiet_NaN();
   window_.num_pieces = int32_t(std::min<size_t>(plan.size(), RankWindow::kMaxPieces));
   for (int i = 0; i < window_.num_pieces; ++i) window_.recomputed[i] = plan.recomputed(size_t(i)) ? 1 : 0;
   gather_.start(&window_);
@@ -58,6 +69,8 @@ void Coordinator::gather_window() {
   window_.peak_allocated_bytes = window_.peak_reserved_bytes = 0;
   window_samples_ = window_tokens_ = window_seconds_ = window_data_ = 0;
   window_steps_ = 0;
+  std::fill(std::begin(stream_sum_), std::end(stream_sum_), 0.0);
+  std::fill(std::begin(stream_count_), std::end(stream_count_), 0);
 }
 
 void Coordinator::complete_pending() {

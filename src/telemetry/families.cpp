@@ -67,6 +67,9 @@ JobFamilies::JobFamilies(prometheus::Registry& r)
           counter_family(r, "wgtrain_telemetry_failures_total", "Telemetry failures; training goes on.")),
       steps(counter_family(r, "wgtrain_steps_total", "Training steps finished by the rank.")),
       loss(gauge_family(r, "wgtrain_loss", "Last loss of the rank.")),
+      stream_loss(gauge_family(r, "wgtrain_stream_loss",
+                               "Mean training loss of one stream over the rank's last metrics window (its first loss "
+                               "function, mean over channels; absent while the stream had no data).")),
       samples_per_second(
           gauge_family(r, "wgtrain_samples_per_second", "Rank throughput over the last metrics window.")),
       tokens_per_second(
@@ -89,7 +92,7 @@ JobFamilies::JobFamilies(prometheus::Registry& r)
       oom_retries(counter_family(r, "wgtrain_oom_retries_total",
                                  "Step attempts repeated after running out of memory.")),
       data_skipped_samples(counter_family(r, "wgtrain_data_skipped_samples_total",
-                                          "Samples replaced because their data was unreadable.")),
+                                          "Samples replaced by a later window: data unreadable, or no target in any stream.")),
       planned_peak(gauge_family(r, "wgtrain_planned_peak_bytes",
                                 "The automatic planner's predicted step peak (0: manual plan).")),
       checkpoint_recomputed(gauge_family(r, "wgtrain_checkpoint_recomputed",

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <cmath>
 #include <map>
 
 #include "wg/telemetry/push.h"
@@ -38,10 +39,12 @@ std::string advertised_host(const std::string& address) {
 }
 }  // namespace
 
-JobTelemetry::JobTelemetry(const TelemetryConfig& config, const RunIdentity& run, std::vector<PieceKey> plan_pieces)
+JobTelemetry::JobTelemetry(const TelemetryConfig& config, const RunIdentity& run, std::vector<PieceKey> plan_pieces,
+                           std::vector<std::string> streams)
     : config_(config),
       run_(run),
       plan_pieces_(std::move(plan_pieces)),
+      streams_(std::move(streams)),
       registry_(std::make_shared<prometheus::Registry>()),
       families_(*registry_) {
   families_.run_info
@@ -94,6 +97,14 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
     const Labels l = rank_labels(w);
     set_total(f.steps.Add(l), double(w.step));
     f.loss.Add(l).Set(w.loss);
+    for (int i = 0; i < w.num_streams && size_t(i) < streams_.size(); ++i) {
+      Labels ls = l;
+      ls["stream"] = streams_[size_t(i)];
+      if (std::isfinite(w.stream_loss[i]))
+        f.stream_loss.Add(ls).Set(w.stream_loss[i]);
+      else if (f.stream_loss.Has(ls))  // no data for the stream in this window: the series is absent
+        f.stream_loss.Remove(&f.stream_loss.Add(ls));
+    }
     f.samples_per_second.Add(l).Set(w.samples_per_second);
     f.tokens_per_second.Add(l).Set(w.tokens_per_second);
     auto& hist = f.step_duration.Add(l, telemetry::step_duration_buckets());

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -40,7 +41,7 @@ void LogSink::on_end(const RunSummary& s) {
                s.skipped_steps);
 }
 
-std::string to_json(const StepMetrics& m) {
+std::string to_json(const StepMetrics& m, const std::vector<std::pair<std::string, double>>& losses) {
   nlohmann::json j = {
       {"step", m.step},
       {"total_steps", m.total_steps},
@@ -62,6 +63,7 @@ std::string to_json(const StepMetrics& m) {
       {"oom_retries", m.oom_retries},
   };
   if (m.validation_loss >= 0) j["validation_loss"] = m.validation_loss;
+  for (const auto& [key, value] : losses) j[key] = number(value);
   return j.dump();
 }
 
@@ -85,15 +87,41 @@ std::string to_json(const RunSummary& s, const PlanPrediction& p) {
   return j.dump();
 }
 
-JsonlSink::JsonlSink(const std::string& run_dir, int every, PlanPrediction prediction)
-    : run_dir_(run_dir), every_(every), prediction_(prediction) {
+JsonlSink::JsonlSink(const std::string& run_dir, int every, PlanPrediction prediction, StepLossNames names)
+    : run_dir_(run_dir), every_(every), prediction_(prediction), names_(std::move(names)) {
+  for (const auto& channels : names_.channels) {
+    sum_.emplace_back(channels.size(), 0.0);
+    count_.emplace_back(channels.size(), 0);
+  }
   out_.open(run_dir_ + "/metrics.jsonl", std::ios::app);
   if (!out_) throw std::runtime_error("cannot write " + run_dir_ + "/metrics.jsonl");
 }
 
 void JsonlSink::on_step(const StepMetrics& m) {
+  for (size_t k = 0; k < sum_.size() && k < m.channel_losses.size(); ++k)
+    for (size_t c = 0; c < sum_[k].size() && c < m.channel_losses[k].size(); ++c)
+      if (std::isfinite(m.channel_losses[k][c])) {
+        sum_[k][c] += m.channel_losses[k][c];
+        ++count_[k][c];
+      }
   if (!due(m.step, m.total_steps, every_) && m.validation_loss < 0) return;
-  out_ << to_json(m) << '\n';
+  std::vector<std::pair<std::string, double>> losses;
+  for (size_t k = 0; k < sum_.size(); ++k) {
+    const std::string base = "loss.LossPhysical." + names_.channel_loss_keys[k];
+    double total = 0;
+    int n = 0;
+    std::vector<std::pair<std::string, double>> channels;
+    for (size_t c = 0; c < sum_[k].size(); ++c) {
+      const double mean = count_[k][c] > 0 ? sum_[k][c] / count_[k][c] : std::numeric_limits<double>::quiet_NaN();
+      if (count_[k][c] > 0) total += mean, ++n;
+      channels.emplace_back(base + "." + names_.channels[k][c], mean);
+      sum_[k][c] = 0;
+      count_[k][c] = 0;
+    }
+    losses.emplace_back(base + ".loss_avg", n > 0 ? total / n : std::numeric_limits<double>::quiet_NaN());
+    losses.insert(losses.end(), channels.begin(), channels.end());
+  }
+  out_ << to_json(m, losses) << '\n';
   out_.flush();
 }
 

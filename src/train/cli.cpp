@@ -39,6 +39,14 @@ CliOptions parse_cli(int argc, const char* const* argv) {
                  "embed_engine.embeds.ERA5. to take one stream's embed transformer")
       ->type_name("P[=Q]")
       ->needs(weights);
+  app.add_option("--dump-step", o.dump_step,
+                 "run one training step (dropout off) on step 0's batch of rank 0, write it as safetensors for the "
+                 "PyTorch twin (docs/step-dump.md), and exit")
+      ->type_name("FILE");
+  app.add_option("--dump-step-dtype", o.dump_step_dtype,
+                 "precision of --dump-step: f32 (the run's) or f64 (checks the logic free of float32 rounding)")
+      ->check(CLI::IsMember({"f32", "f64"}))
+      ->capture_default_str();
   app.set_version_flag("--version", "wgtrain " WG_VERSION);
   try {
     app.parse(argc, argv);

@@ -15,9 +15,11 @@ int run_training(const CliOptions& options, const DistContext& dist) {
   const RankPlan plan = run::plan_rank(config, place, dist);
   if (options.print_plan && !plan.automatic) return 0;
 
-  const run::RunDir dir = run::make_run_dir(config, loaded.resolved_yaml, plan.plan, dist);
   run::Training training = run::build_trainer(config, std::move(data), plan, place, options, dist);
   Trainer& trainer = *training.trainer;
+  if (!options.dump_step.empty()) return run::dump_step(options, config, trainer, dist);
+
+  const run::RunDir dir = run::make_run_dir(config, loaded.resolved_yaml, plan.plan, dist);
   const PlanPrediction prediction = run::plan_automatically(trainer, config, plan, place, dist);
   if (options.print_plan) return 0;
   if (plan.automatic) run::write_plan(dir, trainer.plan(), dist);

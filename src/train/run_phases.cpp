@@ -5,16 +5,18 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <thread>
 
-#include "wg/data/anemoi.h"
+#include "wg/data/pipeline_error.h"
 #include "wg/dist/devices.h"
 #include "wg/io/weights.h"
 #include "wg/plan/auto_plan.h"
 #include "wg/telemetry/sinks.h"
 #include "wg/train/run_error.h"
+#include "wg/train/step_dump.h"
 #include "wg/train/stop_request.h"
 #include "wg/train/train_checkpoint.h"
 #include "wg/util/logging.h"
@@ -82,7 +84,7 @@ Dataset open_data(const Config& config, const DistContext& dist) {
   std::optional<Dataset> data;
   try {
     data.emplace(config, dist.rank(), dist.size());
-  } catch (const DataError& e) {
+  } catch (const PipelineError& e) {  // names stream, file and key
     error = std::string("data: ") + e.what();
   } catch (const std::invalid_argument& e) {  // a world size the configuration cannot use
     error = std::string("configuration: ") + e.what();
@@ -106,14 +108,23 @@ Dataset open_data(const Config& config, const DistContext& dist) {
   return std::move(*data);
 }
 
+// num_threads 0: OMP_NUM_THREADS when set (Slurm's --cpus-per-task
+// convention), else the node's cores shared by its ranks.
+int default_threads(int ranks_on_node) {
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, ranks_on_node));
+}
+
 Placement place_rank(const Config& config, const DistContext& dist) {
   Placement p;
   p.node = dist.node();
   p.device = rank_device(config, p.node);
   p.node.device_memory_bytes =
       p.device.is_cuda() ? cuda_device_memory(p.device.index()) : memory_snapshot("cpu").capacity_bytes;
-  p.threads = config.num_threads > 0 ? config.num_threads
-                                     : std::max(1, int(std::thread::hardware_concurrency()) / p.node.ranks_on_node);
+  p.threads = config.num_threads > 0 ? config.num_threads : default_threads(p.node.ranks_on_node);
   return p;
 }
 
@@ -185,6 +196,19 @@ Training build_trainer(const Config& config, Dataset data, const RankPlan& plan,
   return t;
 }
 
+int dump_step(const CliOptions& options, const Config& config, Trainer& trainer, const DistContext& dist) {
+  if (dist.rank() != 0) return 0;
+  const std::string& path = options.dump_step;
+  try {
+    const double loss = write_step_dump(path, trainer, config, trainer.batch(0), 0, options.dump_step_dtype == "f64");
+    spdlog::info("step 0 written to {} (loss {:.6g}); check it with tests/reference/wg_twin.py check {}", path, loss,
+                 path);
+  } catch (const std::exception& e) {
+    throw RunError(1, std::string("--dump-step: ") + e.what(), RunError::Scope::EveryRankOwn);
+  }
+  return 0;
+}
+
 PlanPrediction plan_automatically(Trainer& trainer, const Config& config, const RankPlan& plan,
                                   const Placement& place, const DistContext& dist) {
   if (!plan.automatic) return {};
@@ -236,7 +260,7 @@ Sinks attach_sinks(const Config& config, const CliOptions& options, const RunDir
       id.config += (id.config.empty() ? "" : ",") + fs::path(f).filename().string();
     id.version = WG_VERSION;
     id.ranks = dist.size();
-    s.telemetry = std::make_unique<JobTelemetry>(config.telemetry, id, trainer.plan().pieces());
+    s.telemetry = std::make_unique<JobTelemetry>(config.telemetry, id, trainer.plan().pieces(), trainer.loss_names().streams);
     s.telemetry->start();
   }
   JobTelemetry* telemetry = s.telemetry.get();
@@ -249,7 +273,8 @@ Sinks attach_sinks(const Config& config, const CliOptions& options, const RunDir
   s.coordinator->set_planned_peak(prediction.peak_bytes);
   if (lead) {
     s.files.push_back(std::make_unique<LogSink>(config.train_log_freq.terminal, prediction));
-    s.files.push_back(std::make_unique<JsonlSink>(run.path.string(), config.train_log_freq.metrics, prediction));
+    s.files.push_back(std::make_unique<JsonlSink>(run.path.string(), config.train_log_freq.metrics, prediction,
+                                                           trainer.loss_names()));
   }
   return s;
 }
@@ -290,8 +315,18 @@ RunSummary train(Trainer& trainer, Sinks& sinks, const Trainer::Control& control
 
 void finish(const RunDir& run, const RunSummary& summary, Trainer& trainer, Sinks& sinks, const DistContext& dist) {
   if (dist.rank() == 0) {
-    save_weights(*trainer.model(), (run.path / "weights.safetensors").string());
-    spdlog::info("weights written to {}", (run.path / "weights.safetensors").string());
+    // As upstream's checkpoints: the weight average when the run keeps one.
+    const auto path = (run.path / "weights.safetensors").string();
+    if (WeightAverage* ema = trainer.weight_average()) {
+      const auto params = trainer.model()->parameters();
+      ema->swap_with(params);
+      save_weights(*trainer.model(), path);
+      ema->swap_with(params);
+      spdlog::info("weights written to {} (the weight average, validate_with_ema, as upstream saves them)", path);
+    } else {
+      save_weights(*trainer.model(), path);
+      spdlog::info("weights written to {}", path);
+    }
     if (summary.stopped_early)
       spdlog::info("stopped at step {} ({}); the checkpoint is saved: run again with run_id {} to continue",
                    summary.next_step, stop_requested() ? "signal " + std::to_string(stop_signal()) : "time limit",

@@ -67,6 +67,10 @@ struct Training {
 Training build_trainer(const Config& config, Dataset data, const RankPlan& plan, const Placement& place,
                        const CliOptions& options, const DistContext& dist);
 
+// --dump-step FILE: rank 0 writes step 0's batch, weights, outputs, loss and
+// gradients (docs/step-dump.md); returns the exit code.
+int dump_step(const CliOptions& options, const Config& config, Trainer& trainer, const DistContext& dist);
+
 // gradient_checkpointing.policy auto: the fastest plan whose predicted peak
 // fits the rank's budget, set on the trainer with an out-of-memory policy
 // that knows the measured costs. Every rank stops if one cannot plan.

@@ -55,7 +55,8 @@ void save_checkpoint(const std::string& run_dir, Trainer& trainer, int64_t next_
     write_safetensors((tmp / ("rng_rank" + std::to_string(dist.rank()) + ".safetensors")).string(), f);
   }
   if (dist.rank() == 0)
-    save_training_state((tmp / "state.safetensors").string(), *trainer.model(), trainer.optimizer(), next_step);
+    save_training_state((tmp / "state.safetensors").string(), *trainer.model(), trainer.optimizer(), next_step,
+                        trainer.weight_average() ? trainer.weight_average()->averaged() : std::vector<torch::Tensor>{});
   dist.barrier();
   if (dist.rank() == 0) {
     fs::remove_all(final_dir);
@@ -74,7 +75,9 @@ std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& traine
   for (const fs::path& dir : candidates) {
     std::string why;
     try {
-      const int64_t next = load_training_state((dir / "state.safetensors").string(), *trainer.model(), trainer.optimizer());
+      WeightAverage* ema = trainer.weight_average();
+      const int64_t next = load_training_state((dir / "state.safetensors").string(), *trainer.model(), trainer.optimizer(),
+                                               ema ? &ema->averaged() : nullptr);
       const fs::path rng = dir / ("rng_rank" + std::to_string(dist.rank()) + ".safetensors");
       if (fs::exists(rng)) {
         const SafetensorsFile f = read_safetensors(rng.string());

@@ -5,8 +5,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
+#include "wg/model/model_options.h"
 #include "wg/train/batch_tensors.h"
+#include "wg/util/autocast.h"
 #include "wg/util/generator_state.h"
 #include "wg/util/memory.h"
 #include "wg/util/units.h"
@@ -23,10 +26,22 @@ constexpr double kNoClipping = 1e30;
 
 WeatherModel seeded_model(const Config& config, const std::vector<StreamShape>& shapes, const torch::Device& device) {
   torch::manual_seed(config.seed);
-  WeatherModel model(config, shapes);
+  WeatherModel model(model_options(config, shapes));
   model->to(device);
   model->train();
   return model;
+}
+
+StepLossNames names_of(const Config& config, const std::vector<StreamShape>& shapes) {
+  StepLossNames n;
+  for (size_t s = 0; s < shapes.size(); ++s) {
+    n.streams.push_back(shapes[s].name);
+    for (const LossTerm& t : config.training_loss.loss_fcts) {
+      n.channel_loss_keys.push_back(shapes[s].name + "." + t.name);
+      n.channels.push_back(shapes[s].target_channels);
+    }
+  }
+  return n;
 }
 }  // namespace
 
@@ -41,8 +56,11 @@ Trainer::Trainer(const Config& config, Dataset data, const RecomputePlan& plan, 
       dataset_(std::move(data)),
       model_(seeded_model(config_, dataset_.stream_shapes(), device)),
       loader_(dataset_, config.loader_num_workers, config.loader_prefetch),
-      loss_(config),
-      schedule_(config.lr, dataset_.total_steps(), world_) {
+      loss_(config, config.training_loss, dataset_.stream_shapes(), true),
+      validation_loss_(config, config.validation_loss, dataset_.stream_shapes(), false),
+      loss_names_(names_of(config, dataset_.stream_shapes())),
+      schedule_(config.lr, dataset_.total_steps(), int64_t(config.batch_size_per_gpu) * world_),
+      adam_(adam_constants(int64_t(config.batch_size_per_gpu) * world_)) {
   set_plan(plan);
   auto policy = std::make_shared<OomPolicy>(config.auto_plan.oom_max_retries);
   oom_handler_ = [policy](const RecomputePlan& current, const OomEvent& e) {
@@ -55,7 +73,13 @@ Trainer::Trainer(const Config& config, Dataset data, const RecomputePlan& plan, 
     grad_sync_->broadcast_parameters(0);
   }
   optimizer_ = std::make_unique<torch::optim::AdamW>(
-      params_, torch::optim::AdamWOptions(schedule_.at(0)).weight_decay(config.weight_decay));
+      params_, torch::optim::AdamWOptions(schedule_.at(0))
+                   .betas({schedule_.beta1_at(0), adam_.beta2})
+                   .eps(adam_.eps)
+                   .weight_decay(config.weight_decay));
+  if (config.validate_with_ema)
+    ema_ = std::make_unique<WeightAverage>(params_, int64_t(config.batch_size_per_gpu) * world_,
+                                           config.ema_halflife_in_thousands, config.ema_ramp_up_ratio);
 }
 
 Trainer::~Trainer() = default;
@@ -67,7 +91,7 @@ int64_t Trainer::parameter_count() const {
 }
 
 StepMetrics Trainer::step(int64_t step) {
-  const Batch batch = loader_.next(step);
+  const BuiltBatch batch = loader_.next(step);
   StepMetrics m = step_on(batch, step);
   m.data_seconds = loader_.last_wait_seconds();
   m.skipped_samples = dataset_.skipped_samples();
@@ -87,18 +111,42 @@ void Trainer::set_plan(const RecomputePlan& plan) {
   model_->set_plan(plan_);
 }
 
-bool Trainer::attempt_step(const ModelInput& input, StepMetrics& m, std::string& oom_what) {
+torch::Tensor Trainer::training_loss(const ModelBatch& batch, StepMetrics* m) {
+  ModelOutput out;
+  {
+    const AutocastGuard autocast(device_.is_cuda() && config_.with_mixed_precision, config_.attention_dtype);
+    out = model_->forward(batch);
+  }
+  PhysicalLossResult r = loss_(batch, out.preds);  // outside autocast, as upstream
+  if (m) {
+    m->stream_losses = std::move(r.per_stream);
+    m->channel_losses = std::move(r.per_channel);
+  }
+  return r.loss;
+}
+
+bool Trainer::attempt_step(const ModelBatch& batch, StepMetrics& m, std::string& oom_what) {
   torch::Tensor loss;
+  bool no_data = false;
   try {
-    loss = masked_loss(input);
+    loss = training_loss(batch, &m);
     m.activation_bytes = memory_snapshot(device_name_).current_bytes - m.start_bytes;
-    m.loss = loss.item<double>();
+    no_data = !loss.defined();
+    m.loss = no_data ? std::numeric_limits<double>::quiet_NaN() : loss.item<double>();
   } catch (const c10::OutOfMemoryError& e) {
     oom_what = e.what_without_backtrace();
     loss = torch::Tensor();  // frees the partial graph
   }
   if (any_rank(!oom_what.empty())) return true;
   // Every rank takes the same branch, or the gradient collectives would not match.
+  if (any_rank(no_data)) {
+    // Upstream divides by zero streams with data: a NaN loss, and its
+    // gradient scaler skips the optimizer step on every rank.
+    spdlog::warn("step {}: no stream has target data{}; optimizer step skipped (as upstream)", m.step,
+                 no_data ? "" : " on some rank");
+    m.skipped = true;
+    return false;
+  }
   m.nonfinite_loss = !std::isfinite(m.loss);
   if (any_rank(m.nonfinite_loss)) {
     if (config_.nan_policy == NanPolicy::Error)
@@ -127,26 +175,31 @@ bool Trainer::attempt_step(const ModelInput& input, StepMetrics& m, std::string&
 
 void Trainer::optimizer_step(StepMetrics& m) {
   m.grad_norm = torch::nn::utils::clip_grad_norm_(params_, config_.grad_clip > 0 ? config_.grad_clip : kNoClipping);
-  for (auto& group : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(m.lr);
+  for (auto& group : optimizer_->param_groups())
+    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(m.lr).betas({schedule_.beta1_at(m.step), adam_.beta2});
   optimizer_->step();
 }
 
-StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
+StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
   if (config_.fault_injection.rank == rank_ && config_.fault_injection.step == step)
     throw std::runtime_error("fault injection: rank " + std::to_string(rank_) + " fails at step " + std::to_string(step));
   const auto t_input = Clock::now();
-  const ModelInput input = to_model_input(batch, device_);
+  const ModelBatch input = to_model_batch(batch, device_);
   const auto t0 = Clock::now();
   StepMetrics m;
   m.start_bytes = memory_snapshot(device_name_).current_bytes;
   m.step = step;
   m.total_steps = total_steps();
-  m.lr = schedule_.at(std::min(step, total_steps() - 1));
+  m.lr = schedule_.at(step);
 
   // Out of memory: every rank asks the handler for the plan to retry with
   // (a rank that ran out recomputes more) and all retry the step together,
-  // running the same collectives in every attempt, failed or not.
+  // running the same collectives in every attempt, failed or not. Each
+  // attempt draws the same random numbers (dropout), so a retried step is
+  // the step a run with memory enough takes.
+  const GeneratorStates rng = GeneratorStates::capture(device_);
   for (int attempt = 0;; ++attempt) {
+    if (attempt > 0) rng.restore();
     reset_peak_memory(device_name_);
     optimizer_->zero_grad();
     std::string oom_what;
@@ -159,6 +212,7 @@ StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
     ++m.oom_retries;
   }
   if (!m.skipped) optimizer_step(m);
+  if (ema_) ema_->update(params_, step);  // also after a skipped step, as upstream
   const MemorySnapshot mem = memory_snapshot(device_name_);
   m.peak_bytes = mem.peak_bytes;
   m.peak_reserved_bytes = mem.reserved_peak_bytes;
@@ -169,16 +223,16 @@ StepMetrics Trainer::step_on(const Batch& batch, int64_t step) {
   return m;
 }
 
-int64_t Trainer::probe(const Batch& batch, PieceObserver* observer) {
+int64_t Trainer::probe(const BuiltBatch& batch, PieceObserver* observer) {
   optimizer_->zero_grad();
   const int64_t start = memory_snapshot(device_name_).current_bytes;
   reset_peak_memory(device_name_);
   model_->set_observer(observer);
   try {
-    ModelInput input = to_model_input(batch, device_);
-    torch::Tensor loss = masked_loss(input);
+    const ModelBatch input = to_model_batch(batch, device_);
+    torch::Tensor loss = training_loss(input);
     model_->set_observer(nullptr);
-    loss.backward();  // GradSync is not begun: no exchange
+    if (loss.defined()) loss.backward();  // GradSync is not begun: no exchange
   } catch (...) {
     model_->set_observer(nullptr);
     throw;
@@ -199,30 +253,41 @@ int64_t Trainer::steady_base_bytes() const {
   return memory_snapshot(device_name_).current_bytes + grads_missing + moments_missing;
 }
 
-torch::Tensor Trainer::masked_loss(const ModelInput& input) {
-  return loss_(model_->forward(input), masked_targets(input), masked_valid(input));
-}
-
 double Trainer::validate() {
   const int64_t n = dataset_.validation_steps();
   if (n == 0) return -1;
-  double sum = 0;
+  double sum = 0, batches = 0;
   {
     const GeneratorStatesGuard keep(c10::Device(c10::DeviceType::CPU));
     torch::NoGradGuard no_grad;
+    if (ema_) ema_->swap_with(params_);
     model_->eval();
-    for (int64_t i = 0; i < n; ++i) {
-      const ModelInput input = to_model_input(dataset_.validation_batch(i), device_);
-      sum += masked_loss(input).item<double>();
+    try {
+      for (int64_t i = 0; i < n; ++i) {
+        const ModelBatch input = to_model_batch(dataset_.validation_batch(i), device_);
+        ModelOutput out;
+        {
+          const AutocastGuard autocast(device_.is_cuda() && config_.with_mixed_precision, config_.attention_dtype);
+          out = model_->forward(input);
+        }
+        const PhysicalLossResult r = validation_loss_(input, out.preds);
+        if (!r.loss.defined()) continue;  // no data in this batch
+        sum += r.loss.item<double>();
+        batches += 1;
+      }
+    } catch (...) {
+      model_->train();
+      if (ema_) ema_->swap_with(params_);
+      throw;
     }
     model_->train();
+    if (ema_) ema_->swap_with(params_);
   }
-  double batches = double(n);
   if (dist_ && world_ > 1) {
     sum = dist_->allreduce_sum(sum);
     batches = dist_->allreduce_sum(batches);
   }
-  return sum / batches;
+  return batches > 0 ? sum / batches : std::numeric_limits<double>::quiet_NaN();
 }
 
 RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control& control) {

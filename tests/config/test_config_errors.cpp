@@ -15,7 +15,7 @@ TEST_F(ConfigTest, MissingFile) {
 }
 
 TEST_F(ConfigTest, YamlSyntaxError) {
-  const auto f = write("a.yml", "seed: 1\nloss_fcts: [[mse, 1.0]\nbatch_size_per_gpu: 2\n");
+  const auto f = write("a.yml", "seed: 1\ntimestep_weight: [gamma_decay, 1.0\nbatch_size_per_gpu: 2\n");
   const std::string p = one_problem(files({f}));
   EXPECT_EQ(p.rfind(f + ":", 0), 0u) << p;
   EXPECT_NE(p.find("YAML syntax error: end of sequence flow not found"), std::string::npos) << p;
@@ -64,9 +64,9 @@ TEST_F(ConfigTest, WrongBoolean) {
 
 TEST_F(ConfigTest, BadEnum) {
   const auto f = write("a.yml", "norm_type: BatchNorm\n");
-  EXPECT_EQ(one_problem(files({f})), f + ":1: norm_type must be one of LayerNorm|RMSNorm, got 'BatchNorm'");
+  EXPECT_EQ(one_problem(files({f})), f + ":1: norm_type must be LayerNorm, got 'BatchNorm'");
   EXPECT_EQ(one_problem(sets({"lr_policy_decay=exp"})),
-            "--set 'lr_policy_decay=exp': lr_policy_decay must be one of constant|linear|cosine, got 'exp'");
+            "--set 'lr_policy_decay=exp': lr_policy_decay must be one of constant|linear|cosine|exponential|sqrt, got 'exp'");
 }
 
 TEST_F(ConfigTest, TokensOrientationIsNotSupported) {
@@ -79,34 +79,138 @@ TEST_F(ConfigTest, TokensOrientationIsNotSupported) {
 TEST_F(ConfigTest, OutOfRangeValues) {
   const auto f = write("a.yml", "embed_dropout_rate: 1.0\n");
   EXPECT_EQ(one_problem(files({f})), f + ":1: embed_dropout_rate must be a number in [0, 1), got '1.0'");
-  const auto g = write("b.yml", "masking_rate: 0\n");
-  EXPECT_EQ(one_problem(files({g})), g + ":1: masking_rate must be a number in (0, 1), got '0'");
+  const auto g = write("b.yml", "masking_rate: 1.5\n");
+  EXPECT_EQ(one_problem(files({g})), g + ":1: masking_rate must be a number in [0, 1], got '1.5'");
+  EXPECT_EQ(load_config(sets({"masking_rate=0"})).masking_rate, 0.0);  // the closed interval
+  EXPECT_EQ(one_problem(sets({"sampling_rate_target=0"})),
+            "--set 'sampling_rate_target=0': sampling_rate_target must be a number in (0, 1], got '0'");
+  EXPECT_EQ(one_problem(sets({"healpix_level=13"})),
+            "--set 'healpix_level=13': healpix_level must be an integer in [0, 12], got '13'");
   EXPECT_EQ(one_problem(sets({"grad_clip=-0.5"})), "--set 'grad_clip=-0.5': grad_clip must be a number >= 0, got '-0.5'");
 }
 
 TEST_F(ConfigTest, DimNotDivisibleByHeads) {
-  const auto f = write("a.yml", "ae_global_dim_embed: 100\n");
+  const auto f = write("a.yml", "ae_global_num_heads: 24\n");
   const std::string p = one_problem(files({f}));
-  EXPECT_EQ(p.rfind(f + ":1: ae_global_dim_embed (100) must be divisible by ae_global_num_heads (32, set at "
-                        "default_config.yml:", 0),
-            0u) << p;
+  EXPECT_EQ(p.rfind("default_config.yml:", 0), 0u) << p;
+  EXPECT_NE(p.find(": ae_global_dim_embed (2048) must be divisible by ae_global_num_heads (24, set at " + f + ":1)"),
+            std::string::npos) << p;
+  const std::string q = one_problem(sets({"ae_local_dim_embed=1000"}));
+  EXPECT_EQ(q.rfind("--set 'ae_local_dim_embed=1000': ae_local_dim_embed (1000) must be divisible by "
+                    "ae_local_num_heads (16, set at default_config.yml:", 0),
+            0u) << q;
+  // The global width feeds the aggregation and forecast engines too: one problem per engine.
+  const auto g = write("b.yml", "ae_global_dim_embed: 100\n");
+  const auto all = problems(files({g}));
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_NE(all[0].find(g + ":1: ae_global_dim_embed (100) must be divisible by ae_global_num_heads (32"), std::string::npos) << all[0];
+  EXPECT_NE(all[1].find(g + ":1: ae_global_dim_embed (100) must be divisible by ae_aggregation_num_heads (32"), std::string::npos) << all[1];
+  EXPECT_NE(all[2].find(g + ":1: ae_global_dim_embed (100) must be divisible by fe_num_heads (16"), std::string::npos) << all[2];
 }
 
 TEST_F(ConfigTest, BadLossFunctions) {
-  const auto f = write("a.yml", "loss_fcts: [[huber, 1.0]]\n");
-  EXPECT_EQ(one_problem(files({f})), f + ":1: loss_fcts must be a non-empty list of [name, weight] pairs with "
-                                         "name mse|mae and weight >= 0, got the entry [huber, 1.0]");
-  const std::string p = one_problem(sets({"loss_fcts=[]"}));
-  EXPECT_NE(p.find("loss_fcts must be a non-empty list"), std::string::npos) << p;
+  const auto f = write("a.yml", "training_mode_config:\n  losses:\n    LossPhysical:\n      loss_fcts: [[huber, 1.0]]\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":4: training_mode_config.losses.LossPhysical.loss_fcts must be a non-empty "
+                                         "list of [name, weight] pairs with name mse|mae and weight >= 0, got the "
+                                         "entry [huber, 1.0]");
+  const std::string p = one_problem(sets({"validation_mode_config.losses.LossPhysical.loss_fcts=[]"}));
+  EXPECT_NE(p.find("validation_mode_config.losses.LossPhysical.loss_fcts must be a non-empty list"), std::string::npos) << p;
+  EXPECT_EQ(one_problem(sets({"training_mode_config.losses.LossPhysical.weight=-1"})),
+            "--set 'training_mode_config.losses.LossPhysical.weight=-1': "
+            "training_mode_config.losses.LossPhysical.weight must be a number >= 0, got '-1'");
+}
+
+TEST_F(ConfigTest, RemovedKeysAreUnknown) {
+  // Top-level loss_fcts moved under training_mode_config; pred_mlp_hidden_factor is gone.
+  EXPECT_EQ(one_problem(sets({"loss_fcts=[[mse, 1.0]]"})).rfind("--set 'loss_fcts=[[mse, 1.0]]': unknown key 'loss_fcts'", 0), 0u);
+  const auto f = write("a.yml", "pred_mlp_hidden_factor: 2\n");
+  EXPECT_EQ(one_problem(files({f})).rfind(f + ":1: unknown key 'pred_mlp_hidden_factor'", 0), 0u);
+}
+
+TEST_F(ConfigTest, OnlyKeysRejectTheirOtherValue) {
+  const std::string why = " here (the other setting does not run upstream either; docs/upstream-differences.md), got ";
+  for (const char* key : {"pred_adapter_kv", "ae_local_queries_per_cell", "pred_dyadic_dims",
+                          "embed_centroids_local_coords"}) {
+    const auto f = write("a.yml", std::string("seed: 1\n") + key + ": true\n");
+    EXPECT_EQ(one_problem(files({f})), f + ":2: " + key + " is supported only as False" + why + "'true'");
+    EXPECT_EQ(load_config(files({}, {std::string(key) + "=false"})).seed, 42u) << key;  // the one value loads
+  }
+  for (const char* key : {"embed_local_coords", "target_cell_local_prediction"}) {
+    const auto f = write("a.yml", std::string(key) + ": false\n");
+    EXPECT_EQ(one_problem(files({f})), f + ":1: " + key + " is supported only as True" + why + "'false'");
+  }
+  const auto n = write("n.yml", "norm_type: RMSNorm\n");
+  EXPECT_EQ(one_problem(files({n})), n + ":1: norm_type is RMSNorm, which this trainer does not build yet (where "
+                                         "upstream puts its weights is not specified); use LayerNorm");
+  EXPECT_EQ(one_problem(sets({"decoder_type=PerceiverIO"})),
+            "--set 'decoder_type=PerceiverIO': decoder_type must be one of PerceiverIOCoordConditioning, got "
+            "'PerceiverIO'");
+  EXPECT_EQ(one_problem(sets({"latent_noise_kl_weight=0.1"})),
+            "--set 'latent_noise_kl_weight=0.1': latent_noise_kl_weight must be a number in [0, 0], got '0.1'");
+  EXPECT_EQ(one_problem(sets({"ae_aggregation_att_dense_rate=0.5"})),
+            "--set 'ae_aggregation_att_dense_rate=0.5': ae_aggregation_att_dense_rate must be a number in [1, 1], "
+            "got '0.5'");
+  EXPECT_EQ(one_problem(sets({"forecast_policy=random"})),
+            "--set 'forecast_policy=random': forecast_policy must be null, fixed or sequential (the random policies "
+            "are not supported here), got 'random'");
+}
+
+TEST_F(ConfigTest, StreamOnlyValuesAreRejected) {
+  std::string text = kStream;
+  text.replace(text.find("net: transformer, num_tokens: 1"), 31, "net: linear, num_tokens: 2");
+  text.replace(text.find("net: linear, dim_embed"), 11, "net: mlp");
+  text.replace(text.find("type: obs_value"), 15, "type: token");
+  const auto f = with_streams("a.yml", "", text + "  target_readout_x: 1\n");
+  const std::string s = (dir / "streams/s.yml").string();
+  const auto all = problems(files({f}));
+  const std::vector<std::string> want = {
+      s + ":9: unknown key 'target_readout_x' in stream 'S1' (did you mean 'target_readout'?)",
+      s + ":4: stream 'S1': embed.net must be one of transformer, got 'linear'",
+      s + ":4: stream 'S1': embed.num_tokens must be an integer in [1, 1], got '2'",
+      s + ":5: stream 'S1': embed_target_coords.net must be one of linear, got 'mlp'",
+      s + ":6: stream 'S1': target_readout.type must be one of obs_value, got 'token'",
+  };
+  EXPECT_EQ(all, want);
+}
+
+TEST_F(ConfigTest, LrScalingPolicyNoneIsGone) {
+  EXPECT_EQ(one_problem(sets({"lr_scaling_policy=none"})),
+            "--set 'lr_scaling_policy=none': lr_scaling_policy must be one of const|linear|sqrt, got 'none'");
+  for (const char* v : {"const", "linear", "sqrt"})
+    EXPECT_EQ(load_config(sets({std::string("lr_scaling_policy=") + v})).lr.lr_scaling_policy, v);
+}
+
+TEST_F(ConfigTest, ForecastStepsNeedAnEngineAndAPolicy) {
+  const auto f = write("a.yml", "forecast_steps: 2\nforecast_policy: fixed\n");
+  const std::string p = one_problem(files({f}));
+  EXPECT_EQ(p.rfind(f + ":1: forecast_steps (2) > 0 needs a forecast engine: fe_num_blocks (set at default_config.yml:", 0),
+            0u) << p;
+  EXPECT_NE(p.find(") is 0"), std::string::npos) << p;
+  const auto g = write("b.yml", "forecast_steps: 2\nfe_num_blocks: 2\n");
+  const std::string q = one_problem(files({g}));
+  EXPECT_EQ(q.rfind("default_config.yml:", 0), 0u) << q;
+  EXPECT_NE(q.find(": forecast_policy is null but forecast_steps (set at " + g + ":1) is 2; set forecast_policy: fixed"),
+            std::string::npos) << q;
+  const std::string r = one_problem(sets({"training_mode=forecast"}));
+  EXPECT_EQ(r.rfind("--set 'training_mode=forecast': training_mode forecast needs forecast_policy", 0), 0u) << r;
+  const auto both = problems(files({write("c.yml", "forecast_steps: 1\n")}));
+  EXPECT_EQ(both.size(), 2u);  // no engine and no policy
+  const Config c = load_config(files({g}, {"forecast_policy=fixed", "training_mode=forecast"}));
+  EXPECT_EQ(c.forecast_steps, 2);
+  EXPECT_EQ(c.fe_num_blocks, 2);
 }
 
 TEST_F(ConfigTest, UnknownCheckpointSection) {
-  const auto f = write("a.yml", "gradient_checkpointing:\n  latnet: full\n");
+  const auto f = write("a.yml", "gradient_checkpointing:\n  ae_globl: full\n");
   EXPECT_EQ(one_problem(files({f})),
-            f + ":2: unknown key 'gradient_checkpointing.latnet' (did you mean 'gradient_checkpointing.latent'?)");
+            f + ":2: unknown key 'gradient_checkpointing.ae_globl' (did you mean 'gradient_checkpointing.ae_global'?)");
   EXPECT_EQ(one_problem(sets({"gradient_checkpointing.encoder.mode=full"})),
             "--set 'gradient_checkpointing.encoder.mode=full': unknown key 'gradient_checkpointing.encoder' "
-            "(known keys under gradient_checkpointing: policy, memory_budget_gib, memory_margin_gib, embed, latent, pred)");
+            "(known keys under gradient_checkpointing: policy, memory_budget_gib, memory_margin_gib, embed, ae_local, "
+            "ae_adapter, ae_aggregation, ae_global, forecast, pred, latent)");
+  const auto g = write("b.yml", "gradient_checkpointing:\n  forecast: {mode: full, blocs: [0]}\n");
+  EXPECT_EQ(one_problem(files({g})), g + ":2: unknown key 'gradient_checkpointing.forecast.blocs' (did you mean "
+                                         "'gradient_checkpointing.forecast.blocks'?)");
 }
 
 TEST_F(ConfigTest, BadRecomputeMode) {
@@ -116,15 +220,31 @@ TEST_F(ConfigTest, BadRecomputeMode) {
 }
 
 TEST_F(ConfigTest, BlockIndexOutOfRange) {
-  const auto f = write("a.yml", "gradient_checkpointing:\n  latent: {mode: none, blocks: [1, 8]}\n");
+  const auto f = write("a.yml", "gradient_checkpointing:\n  ae_global: {mode: none, blocks: [1, 8]}\n");
   EXPECT_EQ(one_problem(files({f})),
-            f + ":2: gradient_checkpointing.latent.blocks: block index out of range: 8 (the latent section has "
+            f + ":2: gradient_checkpointing.ae_global.blocks: block index out of range: 8 (the ae_global section has "
                 "8 block(s), ae_global_num_blocks; valid indices are 0..7)");
   const auto g = with_streams("b.yml", "gradient_checkpointing: {embed: {blocks: [3]}}\n");
   const std::string p = one_problem(files({g}));
   EXPECT_NE(p.find(g + ":2: gradient_checkpointing.embed.blocks: block index out of range: 3 (the embed section "
                        "has 3 block(s)"), std::string::npos) << p;
-  EXPECT_NE(one_problem(sets({"gradient_checkpointing.pred.blocks=[1]"})).find("the pred section has 1 block(s)"),
+  // The decoder's blocks: the deepest target_readout.num_layers (2 in the fixture's stream).
+  EXPECT_NE(one_problem(sets({"gradient_checkpointing.pred.blocks=[2]"}))
+                .find("the pred section has 2 block(s), the largest target_readout.num_layers of the streams"),
+            std::string::npos);
+  EXPECT_EQ(load_config(sets({"gradient_checkpointing.pred.blocks=[1]"})).gradient_checkpointing.pred.blocks,
+            std::vector<int>{1});
+  // The adapter has two blocks; the local, aggregation and forecast engines their key's count.
+  EXPECT_NE(one_problem(sets({"gradient_checkpointing.ae_adapter.blocks=[2]"})).find("the ae_adapter section has 2 block(s)"),
+            std::string::npos);
+  EXPECT_NE(one_problem(sets({"gradient_checkpointing.ae_local.blocks=[2]"}))
+                .find("the ae_local section has 2 block(s), ae_local_num_blocks"),
+            std::string::npos);
+  EXPECT_NE(one_problem(sets({"gradient_checkpointing.ae_aggregation.blocks=[5]"}))
+                .find("the ae_aggregation section has 2 block(s), ae_aggregation_num_blocks"),
+            std::string::npos);
+  EXPECT_NE(one_problem(sets({"fe_num_blocks=2", "forecast_policy=fixed", "gradient_checkpointing.forecast.blocks=[2]"}))
+                .find("the forecast section has 2 block(s), fe_num_blocks"),
             std::string::npos);
   EXPECT_EQ(one_problem(sets({"gradient_checkpointing.pred.blocks=[-1]"})),
             "--set 'gradient_checkpointing.pred.blocks=[-1]': gradient_checkpointing.pred.blocks must be a list of "
@@ -135,16 +255,24 @@ TEST_F(ConfigTest, EveryNWithWrongMode) {
   const auto f = write("a.yml", "gradient_checkpointing:\n  embed:\n    mode: full\n    every_n: 2\n");
   EXPECT_EQ(one_problem(files({f})),
             f + ":4: gradient_checkpointing.embed.every_n is only allowed with mode every_n (the mode is 'full')");
-  const auto g = write("b.yml", "gradient_checkpointing: {latent: every_n}\n");
-  EXPECT_EQ(one_problem(files({g})), g + ":1: gradient_checkpointing.latent is every_n, which needs "
-                                         "gradient_checkpointing.latent.every_n (an integer >= 1)");
+  const auto g = write("b.yml", "gradient_checkpointing: {ae_global: every_n}\n");
+  EXPECT_EQ(one_problem(files({g})), g + ":1: gradient_checkpointing.ae_global is every_n, which needs "
+                                         "gradient_checkpointing.ae_global.every_n (an integer >= 1)");
 }
 
 TEST_F(ConfigTest, ConflictingAliasesInOneFile) {
   const auto f = write("a.yml", "ae_global_gradient_checkpoint_mode: true\nassimilate_global_gradient_checkpoint_mode: false\n");
   EXPECT_EQ(one_problem(files({f})),
             f + ":2: 'assimilate_global_gradient_checkpoint_mode' and 'ae_global_gradient_checkpoint_mode' (line 1) "
-                "both set ae_global_gradient_checkpoint_mode but with different values (false vs true)");
+                "both set assimilate_global_gradient_checkpoint_mode but with different values (false vs true)");
+  const auto g = write("b.yml", "ae_local_blocks_gradient_checkpoint_mode: false\nseed: 1\n"
+                                "ae_local_blocks_grdient_checkpoint_mode: true\n");
+  EXPECT_EQ(one_problem(files({g})),
+            g + ":3: 'ae_local_blocks_grdient_checkpoint_mode' and 'ae_local_blocks_gradient_checkpoint_mode' (line 1) "
+                "both set ae_local_blocks_grdient_checkpoint_mode but with different values (true vs false)");
+  const auto h = write("c.yml", "ae_adapter_gradient_checkpoint_mode: 3\n");
+  // named as written, not by the canonical (typo) spelling
+  EXPECT_EQ(one_problem(files({h})), h + ":1: ae_adapter_gradient_checkpoint_mode must be true or false, got '3'");
 }
 
 TEST_F(ConfigTest, MissingStreamsDirectory) {
@@ -161,23 +289,170 @@ TEST_F(ConfigTest, EmptyStreamsDirectory) {
                                           "' contains no stream files (*.yml, *.yaml)");
 }
 
-TEST_F(ConfigTest, AnemoiStreamNeedsExactlyOneStoreAndSpatialTokens) {
-  const std::string embed = "  embed: {net: transformer, num_tokens: 1, num_heads: 2, dim_embed: 16, num_blocks: 1}\n";
-  const auto f = with_streams("a.yml", "", "ERA5:\n  type: anemoi\n  filenames: [a.zarr, b.zarr]\n  token_size: 8\n"
-                                           "  tokenize_spacetime: true\n" + embed);
-  try {
-    load_config(files({f}));
-    FAIL() << "no error";
-  } catch (const ConfigError& e) {
-    const std::string s = (dir / "streams/s.yml").string();
-    ASSERT_EQ(e.problems().size(), 2u);
-    EXPECT_EQ(e.problems()[0], s + ":3: stream 'ERA5': filenames must name exactly one anemoi Zarr store, got 2");
-    EXPECT_EQ(e.problems()[1], s + ":5: stream 'ERA5': tokenize_spacetime: true is not supported for anemoi streams "
-                                   "(tokens group token_size neighbouring cells of one time step)");
+namespace {
+// A stream entry named `name` with the decoder keys every stream needs.
+std::string stream_entry(const std::string& name, const std::string& settings) {
+  return name + ":\n" + settings +
+         "  embed: {net: transformer, num_tokens: 1, num_heads: 2, dim_embed: 16, num_blocks: 1}\n"
+         "  embed_target_coords: {dim_embed: 16}\n"
+         "  target_readout: {num_layers: 1, num_heads: 2}\n"
+         "  pred_head: {ens_size: 1, num_layers: 1}\n";
+}
+}  // namespace
+
+TEST_F(ConfigTest, FileBackedStreamsNeedAStore) {
+  const auto f = with_streams("a.yml", "", stream_entry("ERA5", "  type: anemoi\n  token_size: 8\n"));
+  const std::string s = (dir / "streams/s.yml").string();
+  const std::string p = one_problem(files({f}));
+  EXPECT_EQ(p.rfind(s + ":1: stream 'ERA5': filenames must name at least one store", 0), 0u) << p;
+  const auto g = with_streams("b.yml", "", stream_entry("Obs", "  type: obs\n  filenames: []\n  token_size: 8\n"));
+  const std::string q = one_problem(files({g}));
+  EXPECT_EQ(q.rfind(s + ":1: stream 'Obs': filenames must name at least one store", 0), 0u) << q;
+  // Several stores and space-time tokens, no synthetic block: fine (the stores are opened later, by the data layer).
+  const auto h = with_streams("c.yml", "", stream_entry("ERA5", "  type: anemoi\n  filenames: [a.zarr, b.zarr]\n"
+                                                                "  token_size: 8\n  tokenize_spacetime: true\n"));
+  const StreamConfig e = load_config(files({h})).streams.at(0);
+  EXPECT_EQ(e.type, "anemoi");
+  EXPECT_EQ(e.filenames, (std::vector<std::string>{"a.zarr", "b.zarr"}));
+  EXPECT_TRUE(e.tokenize_spacetime);
+  const std::string bad = one_problem(files({with_streams("d.yml", "", stream_entry("X", "  type: grib\n  token_size: 8\n"))}));
+  EXPECT_EQ(bad, s + ":2: stream 'X': type must be one of anemoi|obs|synthetic, got 'grib'");
+}
+
+// WeatherGenerator's own stream file (config/streams/era5_1deg/era5.yml, as
+// upstream writes it: spaces before the colons, True, 1., quoted values).
+TEST_F(ConfigTest, UpstreamStyleStreamFileLoads) {
+  write("up/era5.yml",
+        "# (C) Copyright 2024 WeatherGenerator contributors.\n"
+        "\n"
+        "ERA5 :\n"
+        "  type : anemoi\n"
+        "  filenames : ['/capstor/store/cscs/userlab/ch17/data/aifs-ea-an-oper-0001-mars-o96-1979-2023-6h-v8.zarr']\n"
+        "  source_exclude : ['w_', 'skt', 'tcw', 'cp', 'tp']\n"
+        "  target_exclude : ['w_', 'skt', 'tcw', 'cp', 'tp']\n"
+        "  loss_weight : 1.\n"
+        "  masking_rate : 0.6\n"
+        "  masking_rate_none : 0.05\n"
+        "  token_size : 8\n"
+        "  tokenize_spacetime : True\n"
+        "  max_num_targets: -1\n"
+        "  embed : \n"
+        "    net : transformer\n"
+        "    num_tokens : 1\n"
+        "    num_heads : 8\n"
+        "    dim_embed : 256\n"
+        "    num_blocks : 2\n"
+        "  embed_target_coords :\n"
+        "    net : linear\n"
+        "    dim_embed : 256\n"
+        "  target_readout :\n"
+        "    type : 'obs_value'  # token or obs_value\n"
+        "    num_layers : 2\n"
+        "    num_heads : 4\n"
+        "    # sampling_rate : 0.2\n"
+        "  pred_head :\n"
+        "    ens_size : 1\n"
+        "    num_layers : 1\n");
+  Config c;
+  EXPECT_TRUE(warnings_of([&] { c = load_config(sets({"streams_directory=" + (dir / "up").string()})); }).empty());
+  ASSERT_EQ(c.streams.size(), 1u);
+  const StreamConfig& s = c.streams[0];
+  EXPECT_EQ(s.name, "ERA5");
+  EXPECT_EQ(s.origin.str(), (dir / "up/era5.yml").string() + ":3");
+  EXPECT_EQ(s.type, "anemoi");
+  ASSERT_EQ(s.filenames.size(), 1u);
+  EXPECT_EQ(s.filenames[0], "/capstor/store/cscs/userlab/ch17/data/aifs-ea-an-oper-0001-mars-o96-1979-2023-6h-v8.zarr");
+  EXPECT_EQ(s.source_exclude, (std::vector<std::string>{"w_", "skt", "tcw", "cp", "tp"}));
+  EXPECT_EQ(s.target_exclude, s.source_exclude);
+  EXPECT_DOUBLE_EQ(s.loss_weight, 1.0);
+  EXPECT_DOUBLE_EQ(s.masking_rate, 0.6);
+  EXPECT_DOUBLE_EQ(s.masking_rate_none, 0.05);
+  EXPECT_EQ(s.token_size, 8);
+  EXPECT_TRUE(s.tokenize_spacetime);
+  EXPECT_EQ(s.max_num_targets, -1);
+  EXPECT_EQ(s.embed.net, "transformer");
+  EXPECT_EQ(s.embed.num_heads, 8);
+  EXPECT_EQ(s.embed.dim_embed, 256);
+  EXPECT_EQ(s.embed.num_blocks, 2);
+  EXPECT_EQ(s.embed_target_coords.net, "linear");
+  EXPECT_EQ(s.embed_target_coords.dim_embed, 256);
+  EXPECT_EQ(s.target_readout.type, "obs_value");
+  EXPECT_EQ(s.target_readout.num_layers, 2);
+  EXPECT_EQ(s.target_readout.num_heads, 4);
+  EXPECT_EQ(s.pred_head.ens_size, 1);
+  EXPECT_EQ(s.pred_head.num_layers, 1);
+  EXPECT_FALSE(s.diagnostic);
+}
+
+TEST_F(ConfigTest, UpstreamStreamKeysDecode) {
+  std::string text = std::string(kStream) + "  diagnostic: true\n  sampling_rate_target: 0.25\n  max_num_targets: 1000\n"
+                     "  location_weight: cosine_latitude\n  frequency: '12:00:00'\n"
+                     "  base_datetime: '2000-01-01T00:00:00'\n  channel_weights: {t_850: 2.0, q_500: 0.5}\n"
+                     "  pred_head: {ens_size: 4, num_layers: 2, final_activation: Softplus}\n";
+  text.erase(text.find("  pred_head: {ens_size: 1, num_layers: 1}\n"), 42);
+  const StreamConfig st = load_config(files({with_streams("b.yml", "", text)})).streams.at(0);
+  EXPECT_TRUE(st.diagnostic);
+  EXPECT_DOUBLE_EQ(st.sampling_rate_target, 0.25);
+  EXPECT_EQ(st.max_num_targets, 1000);
+  EXPECT_EQ(st.location_weight, "cosine_latitude");
+  EXPECT_EQ(st.frequency, "12:00:00");
+  EXPECT_EQ(st.base_datetime, "2000-01-01T00:00:00");
+  EXPECT_EQ(st.channel_weights, (std::vector<std::pair<std::string, double>>{{"t_850", 2.0}, {"q_500", 0.5}}));
+  EXPECT_EQ(st.pred_head.ens_size, 4);
+  EXPECT_EQ(st.pred_head.num_layers, 2);
+  EXPECT_EQ(st.pred_head.final_activation, "Softplus");
+}
+
+TEST_F(ConfigTest, StreamLackingTargetReadoutHeads) {
+  std::string text = kStream;
+  text.replace(text.find("num_layers: 2, num_heads: 2"), 27, "num_layers: 2");
+  const auto f = with_streams("a.yml", "", text);
+  EXPECT_EQ(one_problem(files({f})),
+            (dir / "streams/s.yml").string() + ":1: stream 'S1': lacks the required key 'target_readout.num_heads'");
+  // Each of the decoder's required keys.
+  for (const std::string& gone : {"  embed_target_coords: {net: linear, dim_embed: 16}\n",
+                                  "  pred_head: {ens_size: 1, num_layers: 1}\n"}) {
+    std::string t = kStream;
+    t.erase(t.find(gone), gone.size());
+    const auto all = problems(files({with_streams("b.yml", "", t)}));
+    EXPECT_FALSE(all.empty());
+    for (const auto& p : all) EXPECT_NE(p.find(": stream 'S1': lacks the required key '"), std::string::npos) << p;
   }
-  // One store, no synthetic block: fine (the store itself is opened later, by the data layer).
-  const auto g = with_streams("b.yml", "", "ERA5:\n  type: anemoi\n  filenames: [a.zarr]\n  token_size: 8\n" + embed);
-  EXPECT_EQ(load_config(files({g})).streams.at(0).type, "anemoi");
+}
+
+TEST_F(ConfigTest, ChannelWeightsMustBeNonNegative) {
+  const auto f = with_streams("a.yml", "", std::string(kStream) + "  channel_weights:\n    t_850: 2.0\n    q_500: -1\n");
+  EXPECT_EQ(one_problem(files({f})), (dir / "streams/s.yml").string() +
+                                         ":11: stream 'S1': channel_weights must map target channel names to weights "
+                                         ">= 0, got q_500: -1");
+  const auto g = with_streams("b.yml", "", std::string(kStream) + "  channel_weights: {t_850: heavy}\n");
+  EXPECT_NE(one_problem(files({g})).find("channel_weights must map target channel names to weights >= 0, got t_850: heavy"),
+            std::string::npos);
+  const auto h = with_streams("c.yml", "", std::string(kStream) + "  channel_weights: {t_850: 0}\n");
+  EXPECT_EQ(load_config(files({h})).streams.at(0).channel_weights,
+            (std::vector<std::pair<std::string, double>>{{"t_850", 0.0}}));
+}
+
+// An empty map (or null) names no weights.
+TEST_F(ConfigTest, EmptyChannelWeightsAreNoWeights) {
+  for (const char* v : {"{}", "null"}) {
+    const auto f = with_streams("a.yml", "", std::string(kStream) + "  channel_weights: " + v + "\n");
+    EXPECT_TRUE(load_config(files({f})).streams.at(0).channel_weights.empty()) << v;
+  }
+}
+
+TEST_F(ConfigTest, DecoderHeadsComeFromTheFirstStream) {
+  // S1 (s.yml, first by file name) has 2 decoder heads; T2's own 3 heads do not count.
+  write("streams/t.yml", "T2:\n  type: synthetic\n  token_size: 4\n"
+                         "  embed: {net: transformer, num_tokens: 1, num_heads: 2, dim_embed: 16, num_blocks: 1}\n"
+                         "  embed_target_coords: {net: linear, dim_embed: 9}\n"
+                         "  target_readout: {type: obs_value, num_layers: 1, num_heads: 3}\n"
+                         "  pred_head: {ens_size: 1, num_layers: 1}\n"
+                         "  synthetic: {num_channels: 2, grid_lat: 4, grid_lon: 6}\n");
+  EXPECT_EQ(one_problem(sets({})),
+            (dir / "streams/t.yml").string() + ":1: stream 'T2': embed_target_coords.dim_embed (9) must be divisible "
+            "by target_readout.num_heads of the first stream 'S1' (2): upstream takes the decoder's heads from the "
+            "first stream");
 }
 
 TEST_F(ConfigTest, BadDatesAndPeriods) {
@@ -224,17 +499,16 @@ TEST_F(ConfigTest, BadStreamKey) {
 TEST_F(ConfigTest, BadStreamValues) {
   std::string text = kStream;
   text.replace(text.find("dim_embed: 16"), 13, "dim_embed: 15");
-  const auto f = with_streams("a.yml", "", text + "  masking_rate: 1.5\n  extra_key_from_wg: 1\n"
-                                                  "  target_readout: {num_layers: 2}\n");
+  const auto f = with_streams("a.yml", "", text + "  masking_rate: 1.5\n  extra_key_from_wg: 1\n");
   const std::string s = (dir / "streams/s.yml").string();
   try {
     load_config(files({f}));
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     ASSERT_EQ(e.problems().size(), 3u) << e.what();
-    EXPECT_EQ(e.problems()[0], s + ":7: unknown key 'extra_key_from_wg' in stream 'S1'");
-    EXPECT_EQ(e.problems()[1], s + ":6: stream 'S1': masking_rate must be -1 (use the global masking_rate) or "
-                                   "a number in (0, 1), got '1.5'");
+    EXPECT_EQ(e.problems()[0], s + ":10: unknown key 'extra_key_from_wg' in stream 'S1'");
+    EXPECT_EQ(e.problems()[1], s + ":9: stream 'S1': masking_rate must be -1 (unset; never used, as upstream) or "
+                                   "a number in [0, 1], got '1.5'");
     EXPECT_EQ(e.problems()[2], s + ":4: stream 'S1': embed.dim_embed (15) must be divisible by embed.num_heads (2)");
   }
 }
@@ -278,7 +552,7 @@ TEST_F(ConfigTest, AllProblemsAreReportedAtOnce) {
         "config file '" + missing + "' does not exist",
         "--set 'seed': expected dotted.key=value (no '=' found)",
         f + ":1: unknown key 'bach_size_per_gpu' (did you mean 'batch_size_per_gpu'?)",
-        f + ":2: norm_type must be one of LayerNorm|RMSNorm, got 'Batch'",
+        f + ":2: norm_type must be LayerNorm, got 'Batch'",
         "--set 'device=tpu': device must be one of auto|cpu|cuda, got 'tpu'",
     };
     ASSERT_EQ(e.problems().size(), expected.size()) << e.what();
@@ -305,7 +579,7 @@ TEST_F(ConfigTest, AutoPlanKeys) {
   EXPECT_EQ(c.auto_plan.memory_budget_gib, 40);
   EXPECT_EQ(c.auto_plan.cpu_memory_limit_gib, 2.5);
   EXPECT_EQ(c.auto_plan.oom_max_retries, 3);
-  EXPECT_FALSE(load_config({}).auto_plan.enabled);
+  EXPECT_FALSE(load_config(files({})).auto_plan.enabled);
 }
 
 TEST_F(ConfigTest, LoaderNumWorkersNegative) {

@@ -2,6 +2,8 @@
 // ddp_bucket_mb and fault_injection: valid forms and one message per kind of
 // malformed rule.
 #include "config_fixture.h"
+#include "wg/plan/node_rules.h"
+#include "wg/plan/rank_plan.h"
 
 using namespace wg;
 using namespace wg::config_test;
@@ -16,15 +18,16 @@ const char* kRules =
     "  - match: {device_memory_gib_min: 25}\n"                                      // 3
     "    set: {embed: none}\n"                                                      // 4
     "  - match: {hostname: \"jwb0[0-4]*\", nodes: [0, 3], device_memory_gib_max: 40}\n"  // 5
-    "    set: {latent: {mode: every_n, every_n: 2}, pred: full}\n"                  // 6
+    "    set: {ae_global: {mode: every_n, every_n: 2}, pred: full}\n"               // 6
     "  - set:\n"                                                                    // 7
     "      embed: {mode: selective, blocks: [0, 2]}\n"                              // 8
-    "      latent:\n"                                                               // 9
+    "      ae_global:\n"                                                            // 9
     "        mode: full\n"                                                          // 10
     "        blocks: [7]\n"                                                         // 11
     "      pred: {}\n"                                                              // 12
     "  - match: {}\n"                                                               // 13
-    "    set: {latent: selective}\n"                                                // 14
+    "    set: {ae_global: selective, ae_local: full, ae_adapter: {mode: none, blocks: [1]},"
+    " ae_aggregation: none, forecast: {mode: every_n, every_n: 2}}\n"                // 14
     "ddp_bucket_mb: 12.5\n"                                                         // 15
     "fault_injection: {rank: 1, step: 7}\n";                                        // 16
 
@@ -33,12 +36,12 @@ const char* kRules =
 // ---- valid rules -----------------------------------------------------------
 
 TEST_F(ConfigTest, NodeRulesDefaultsBucketAndFault) {
-  const Config c = load_config({});
+  const Config c = load_config(files({}));
   EXPECT_TRUE(c.checkpoint_node_rules.empty());
   EXPECT_DOUBLE_EQ(c.ddp_bucket_mb, 25);
   EXPECT_EQ(c.fault_injection.rank, -1);
   EXPECT_EQ(c.fault_injection.step, -1);
-  const std::string y = resolved_config_yaml({});
+  const std::string y = resolved_config_yaml(files({}));
   for (const char* key : {"checkpoint_node_rules: []", "ddp_bucket_mb: 25", "  rank: -1", "  step: -1"})
     EXPECT_NE(y.find(key), std::string::npos) << key << "\n" << y;
 }
@@ -61,8 +64,8 @@ TEST_F(ConfigTest, NodeRulesEveryForm) {
   EXPECT_TRUE(r0.set.embed.set);
   EXPECT_EQ(r0.set.embed.mode, RecomputeMode::None);
   EXPECT_EQ(r0.set.embed.origin.str(), f + ":4");
-  EXPECT_FALSE(r0.set.latent.set);
-  EXPECT_FALSE(r0.set.pred.set);
+  for (const auto& sec : recompute_sections())
+    if (sec.name != "embed") EXPECT_FALSE((r0.set.*sec.field).set) << sec.name;
 
   const NodeRule& r1 = c.checkpoint_node_rules[1];
   EXPECT_EQ(r1.origin.str(), f + ":5");
@@ -71,9 +74,10 @@ TEST_F(ConfigTest, NodeRulesEveryForm) {
   EXPECT_DOUBLE_EQ(r1.match.min_device_memory_gib, -1);
   EXPECT_DOUBLE_EQ(r1.match.max_device_memory_gib, 40);
   EXPECT_FALSE(r1.set.embed.set);
-  EXPECT_TRUE(r1.set.latent.set);
-  EXPECT_EQ(r1.set.latent.mode, RecomputeMode::EveryN);
-  EXPECT_EQ(r1.set.latent.every_n, 2);
+  EXPECT_TRUE(r1.set.ae_global.set);
+  EXPECT_EQ(r1.set.ae_global.mode, RecomputeMode::EveryN);
+  EXPECT_EQ(r1.set.ae_global.every_n, 2);
+  EXPECT_FALSE(r1.set.ae_local.set);
   EXPECT_TRUE(r1.set.pred.set);
   EXPECT_EQ(r1.set.pred.mode, RecomputeMode::Full);
 
@@ -83,21 +87,30 @@ TEST_F(ConfigTest, NodeRulesEveryForm) {
   EXPECT_DOUBLE_EQ(r2.match.min_device_memory_gib, -1);
   EXPECT_EQ(r2.set.embed.mode, RecomputeMode::Selective);
   EXPECT_EQ(r2.set.embed.blocks, (std::vector<int>{0, 2}));
-  EXPECT_EQ(r2.set.latent.mode, RecomputeMode::Full);
-  EXPECT_EQ(r2.set.latent.blocks, std::vector<int>{7});
-  EXPECT_EQ(r2.set.latent.origin.str(), f + ":10");  // the mode's line, as in the structured form
+  EXPECT_EQ(r2.set.ae_global.mode, RecomputeMode::Full);
+  EXPECT_EQ(r2.set.ae_global.blocks, std::vector<int>{7});
+  EXPECT_EQ(r2.set.ae_global.origin.str(), f + ":10");  // the mode's line, as in the structured form
   EXPECT_TRUE(r2.set.pred.set);  // `pred: {}`: set, mode none
   EXPECT_EQ(r2.set.pred.mode, RecomputeMode::None);
 
   const NodeRule& r3 = c.checkpoint_node_rules[3];
   EXPECT_EQ(r3.origin.str(), f + ":13");
   EXPECT_TRUE(r3.match.nodes.empty());
-  EXPECT_EQ(r3.set.latent.mode, RecomputeMode::Selective);
+  EXPECT_EQ(r3.set.ae_global.mode, RecomputeMode::Selective);
   EXPECT_FALSE(r3.set.embed.set);
+  EXPECT_FALSE(r3.set.pred.set);
+  EXPECT_EQ(r3.set.ae_local.mode, RecomputeMode::Full);
+  EXPECT_EQ(r3.set.ae_adapter.mode, RecomputeMode::None);
+  EXPECT_EQ(r3.set.ae_adapter.blocks, std::vector<int>{1});
+  EXPECT_TRUE(r3.set.ae_aggregation.set);
+  EXPECT_EQ(r3.set.ae_aggregation.mode, RecomputeMode::None);
+  EXPECT_EQ(r3.set.forecast.mode, RecomputeMode::EveryN);
+  EXPECT_EQ(r3.set.forecast.every_n, 2);
 
   // The global sections are untouched by the rules.
-  EXPECT_FALSE(c.gradient_checkpointing.latent.set);
-  EXPECT_EQ(c.gradient_checkpointing.embed.mode, RecomputeMode::Full);
+  for (const auto& sec : recompute_sections()) EXPECT_FALSE((c.gradient_checkpointing.*sec.field).set) << sec.name;
+  EXPECT_EQ(c.gradient_checkpointing.embed.mode, RecomputeMode::None);
+  EXPECT_EQ(c.gradient_checkpointing.ae_aggregation.mode, RecomputeMode::Full);
 }
 
 TEST_F(ConfigTest, NodeRulesGlobsAccepted) {
@@ -111,7 +124,7 @@ TEST_F(ConfigTest, NodeRulesGlobsAccepted) {
 
 TEST_F(ConfigTest, NodeRulesListIsReplacedAsAWhole) {
   const auto a = write("a.yml", "checkpoint_node_rules:\n  - set: {embed: none}\n  - set: {pred: full}\n");
-  const auto b = write("b.yml", "seed: 3\ncheckpoint_node_rules:\n  - match: {nodes: [2]}\n    set: {latent: full}\n");
+  const auto b = write("b.yml", "seed: 3\ncheckpoint_node_rules:\n  - match: {nodes: [2]}\n    set: {ae_global: full}\n");
   const Config c = load_config(files({a, b}));
   ASSERT_EQ(c.checkpoint_node_rules.size(), 1u);
   EXPECT_EQ(c.checkpoint_node_rules[0].origin.str(), b + ":3");
@@ -145,6 +158,53 @@ TEST_F(ConfigTest, ResolvedYamlWithNodeRulesLoadsBack) {
   }
 }
 
+// The legacy section name `latent` under `set` is ae_global, with a warning
+// naming the rule; the rule applies to ae_global on the matching ranks.
+TEST_F(ConfigTest, NodeRuleLegacyLatentIsAeGlobalWithAWarning) {
+  const auto f = write("a.yml", "checkpoint_node_rules:\n  - match: {nodes: [1]}\n"
+                                "    set: {embed: full, latent: {mode: every_n, every_n: 4}}\n");
+  Config c;
+  const auto w = warnings_of([&] { c = load_config(files({f})); });
+  ASSERT_EQ(c.checkpoint_node_rules.size(), 1u);
+  const RecomputeConfig& set = c.checkpoint_node_rules[0].set;
+  EXPECT_TRUE(set.ae_global.set);
+  EXPECT_EQ(set.ae_global.mode, RecomputeMode::EveryN);
+  EXPECT_EQ(set.ae_global.every_n, 4);
+  EXPECT_EQ(set.ae_global.origin.str(), f + ":3");
+  EXPECT_TRUE(set.embed.set);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], f + ":3: checkpoint_node_rules[0].set.latent is the old name of checkpoint_node_rules[0].set.ae_global: "
+                      "please rename it");
+  // Its problems name the key as written.
+  const auto g = write("b.yml", "checkpoint_node_rules: [{set: {latent: sometimes}}]\n");
+  EXPECT_EQ(one_problem(files({g})), g + ":1: checkpoint_node_rules[0].set.latent must be one of "
+                                         "none|full|selective|every_n, got 'sometimes'");
+  // The effect: node 1 recomputes ae_global blocks 0 and 4, node 0 keeps the global setting.
+  NodeInfo n1;
+  n1.hostname = "h1";
+  n1.node_index = 1;
+  const NodeSettings on1 = apply_node_rules(c, n1);
+  EXPECT_EQ(on1.rules_applied, std::vector<int>{0});
+  EXPECT_EQ(on1.rule_sections, (std::set<std::string>{"embed", "ae_global"}));
+  EXPECT_EQ(on1.sections.ae_global.mode, RecomputeMode::EveryN);
+  const RankPlan p1 = plan_for_rank(c, n1);
+  for (int b = 0; b < 8; ++b)
+    EXPECT_EQ(p1.plan.get(PieceKey::in_block("ae_global", "", b, PieceKind::Mlp)), b % 4 == 0) << b;
+  NodeInfo n0 = n1;
+  n0.node_index = 0;
+  const RankPlan p0 = plan_for_rank(c, n0);
+  EXPECT_TRUE(p0.rules_applied.empty());
+  for (int b = 0; b < 8; ++b) EXPECT_FALSE(p0.plan.get(PieceKey::in_block("ae_global", "", b, PieceKind::Mlp))) << b;
+}
+
+// The legacy name's block indices are checked when the configuration is
+// loaded, as ae_global's are.
+TEST_F(ConfigTest, NodeRuleLegacyLatentBlockOutOfRange) {
+  const auto f = write("a.yml", "checkpoint_node_rules: [{set: {latent: {mode: full, blocks: [99]}}}]\n");
+  const std::string p = one_problem(files({f}));
+  EXPECT_EQ(p.rfind(f + ":1: checkpoint_node_rules[0].set.latent.blocks: block index out of range: 99", 0), 0u) << p;
+}
+
 // ---- malformed rules: one specific message each ----------------------------
 
 TEST_F(ConfigTest, NodeRuleUnclosedBracketGlob) {
@@ -174,17 +234,21 @@ TEST_F(ConfigTest, NodeRuleUnknownMatchKeyWithSuggestion) {
 
 TEST_F(ConfigTest, NodeRuleUnknownSectionInSet) {
   const auto f = write("a.yml", "seed: 1\ncheckpoint_node_rules:\n  - set: {embed: none}\n  - match: {nodes: [0]}\n"
-                                "    set:\n      latent: full\n      encoder: full\n");
+                                "    set:\n      ae_global: full\n      encoder: full\n");
   EXPECT_EQ(one_problem(files({f})),
-            f + ":7: checkpoint_node_rules[1].set: unknown section 'encoder' (known: embed, latent, pred)");
-  const auto g = write("b.yml", "checkpoint_node_rules: [{set: {latnet: full}}]\n");
+            f + ":7: checkpoint_node_rules[1].set: unknown section 'encoder' (known: embed, ae_local, ae_adapter, "
+                "ae_aggregation, ae_global, forecast, pred, latent)");
+  const auto g = write("b.yml", "checkpoint_node_rules: [{set: {ae_globl: full}}]\n");
   EXPECT_EQ(one_problem(files({g})),
-            g + ":1: checkpoint_node_rules[0].set: unknown section 'latnet' (did you mean 'latent'?)");
+            g + ":1: checkpoint_node_rules[0].set: unknown section 'ae_globl' (did you mean 'ae_global'?)");
+  const auto h = write("c.yml", "checkpoint_node_rules: [{set: {ae_aggregaton: full}}]\n");
+  EXPECT_EQ(one_problem(files({h})),
+            h + ":1: checkpoint_node_rules[0].set: unknown section 'ae_aggregaton' (did you mean 'ae_aggregation'?)");
 }
 
 TEST_F(ConfigTest, NodeRuleBadMode) {
-  const auto f = write("a.yml", "checkpoint_node_rules:\n  - set: {latent: some}\n");
-  EXPECT_EQ(one_problem(files({f})), f + ":2: checkpoint_node_rules[0].set.latent must be one of "
+  const auto f = write("a.yml", "checkpoint_node_rules:\n  - set: {ae_adapter: some}\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":2: checkpoint_node_rules[0].set.ae_adapter must be one of "
                                          "none|full|selective|every_n, got 'some'");
   const auto g = write("b.yml", "checkpoint_node_rules:\n  - set:\n      pred:\n        mode: [full]\n");
   EXPECT_EQ(one_problem(files({g})), g + ":4: checkpoint_node_rules[0].set.pred.mode must be one of "
@@ -195,20 +259,28 @@ TEST_F(ConfigTest, NodeRuleEveryNWithWrongMode) {
   const auto f = write("a.yml", "checkpoint_node_rules:\n  - set:\n      embed:\n        mode: full\n        every_n: 2\n");
   EXPECT_EQ(one_problem(files({f})), f + ":5: checkpoint_node_rules[0].set.embed.every_n is only allowed with mode "
                                          "every_n (the mode is 'full')");
-  const auto g = write("b.yml", "checkpoint_node_rules: [{set: {latent: every_n}}]\n");
-  EXPECT_EQ(one_problem(files({g})), g + ":1: checkpoint_node_rules[0].set.latent is every_n, which needs "
-                                         "checkpoint_node_rules[0].set.latent.every_n (an integer >= 1)");
-  const auto h = write("c.yml", "checkpoint_node_rules: [{set: {latent: {mode: every_n, every_n: 0}}}]\n");
+  const auto g = write("b.yml", "checkpoint_node_rules: [{set: {ae_global: every_n}}]\n");
+  EXPECT_EQ(one_problem(files({g})), g + ":1: checkpoint_node_rules[0].set.ae_global is every_n, which needs "
+                                         "checkpoint_node_rules[0].set.ae_global.every_n (an integer >= 1)");
+  const auto h = write("c.yml", "checkpoint_node_rules: [{set: {forecast: {mode: every_n, every_n: 0}}}]\n");
   EXPECT_EQ(one_problem(files({h})),
-            h + ":1: checkpoint_node_rules[0].set.latent.every_n must be an integer >= 1, got '0'");
+            h + ":1: checkpoint_node_rules[0].set.forecast.every_n must be an integer >= 1, got '0'");
 }
 
 TEST_F(ConfigTest, NodeRuleBlockOutOfRange) {
-  const auto f = write("a.yml", "checkpoint_node_rules:\n  - set: {pred: full}\n  - set:\n      latent:\n"
+  const auto f = write("a.yml", "checkpoint_node_rules:\n  - set: {pred: full}\n  - set:\n      ae_global:\n"
                                 "        mode: none\n        blocks: [1, 8]\n");
   EXPECT_EQ(one_problem(files({f})),
-            f + ":6: checkpoint_node_rules[1].set.latent.blocks: block index out of range: 8 (the latent section "
-                "has 8 block(s), ae_global_num_blocks; valid indices are 0..7)");
+            f + ":6: checkpoint_node_rules[1].set.ae_global.blocks: block index out of range: 8 (the ae_global "
+                "section has 8 block(s), ae_global_num_blocks; valid indices are 0..7)");
+  const auto a = write("d.yml", "checkpoint_node_rules: [{set: {ae_adapter: {blocks: [2]}}}]\n");
+  const std::string q = one_problem(files({a}));
+  EXPECT_EQ(q.rfind(a + ":1: checkpoint_node_rules[0].set.ae_adapter.blocks: block index out of range: 2 (the "
+                        "ae_adapter section has 2 block(s)", 0), 0u) << q;
+  // The decoder: the fixture's stream has 2 layers.
+  EXPECT_NE(one_problem(sets({"checkpoint_node_rules=[{set: {pred: {mode: none, blocks: [2]}}}]"}))
+                .find("checkpoint_node_rules[0].set.pred.blocks: block index out of range: 2 (the pred section has 2 block(s)"),
+            std::string::npos);
   const auto g = with_streams("b.yml", "checkpoint_node_rules: [{set: {embed: {mode: full, blocks: [3]}}}]\n");
   const std::string p = one_problem(files({g}));
   EXPECT_NE(p.find(g + ":2: checkpoint_node_rules[0].set.embed.blocks: block index out of range: 3 (the embed "
@@ -229,10 +301,11 @@ TEST_F(ConfigTest, NodeRuleNotAMap) {
 TEST_F(ConfigTest, NodeRuleMissingOrEmptySet) {
   const auto f = write("a.yml", "checkpoint_node_rules:\n  - match: {nodes: [1]}\n");
   EXPECT_EQ(one_problem(files({f})), f + ":2: checkpoint_node_rules[0] lacks the key 'set' (the sections to change: "
-                                         "embed, latent, pred)");
+                                         "embed, ae_local, ae_adapter, ae_aggregation, ae_global, forecast, pred)");
   const auto g = write("b.yml", "checkpoint_node_rules:\n  - match: {nodes: [1]}\n    set: {}\n");
   EXPECT_EQ(one_problem(files({g})), g + ":3: checkpoint_node_rules[0].set must be a non-empty map of sections "
-                                         "(embed, latent, pred), each a mode or {mode, every_n, blocks}, got the map {}");
+                                         "(embed, ae_local, ae_adapter, ae_aggregation, ae_global, forecast, pred), "
+                                         "each a mode or {mode, every_n, blocks}, got the map {}");
 }
 
 TEST_F(ConfigTest, NodeRuleMinAboveMax) {
@@ -257,16 +330,16 @@ TEST_F(ConfigTest, NodeRuleNegativeMemoryAndBadNodes) {
 TEST_F(ConfigTest, NodeRuleUnknownKeys) {
   const auto f = write("a.yml", "checkpoint_node_rules:\n  - set: {embed: none}\n    mtch: {nodes: [1]}\n");
   EXPECT_EQ(one_problem(files({f})), f + ":3: checkpoint_node_rules[0]: unknown key 'mtch' (did you mean 'match'?)");
-  const auto g = write("b.yml", "checkpoint_node_rules:\n  - set:\n      latent: {mode: full, block: [1]}\n");
+  const auto g = write("b.yml", "checkpoint_node_rules:\n  - set:\n      ae_local: {mode: full, block: [1]}\n");
   EXPECT_EQ(one_problem(files({g})),
-            g + ":3: checkpoint_node_rules[0].set.latent: unknown key 'block' (did you mean 'blocks'?)");
+            g + ":3: checkpoint_node_rules[0].set.ae_local: unknown key 'block' (did you mean 'blocks'?)");
   const auto h = write("c.yml", "checkpoint_node_rules: [{match: full, set: {embed: none}}]\n");
   EXPECT_EQ(one_problem(files({h})), h + ":1: checkpoint_node_rules[0].match must be a map with the keys hostname, "
                                          "nodes, device_memory_gib_min, device_memory_gib_max, got 'full'");
 }
 
 TEST_F(ConfigTest, NodeRuleProblemsAreAllReported) {
-  const auto f = write("a.yml", "checkpoint_node_rules:\n  - match: {hostname: 'a['}\n    set: {latent: bad}\n"
+  const auto f = write("a.yml", "checkpoint_node_rules:\n  - match: {hostname: 'a['}\n    set: {ae_global: bad}\n"
                                 "  - 3\n  - set: {encoder: full}\n");
   try {
     load_config(files({f}));
@@ -275,9 +348,10 @@ TEST_F(ConfigTest, NodeRuleProblemsAreAllReported) {
     const std::vector<std::string> expected = {
         f + ":2: checkpoint_node_rules[0].match.hostname 'a[' is not a valid glob pattern: the '[' at position 2 "
             "is not closed by ']'",
-        f + ":3: checkpoint_node_rules[0].set.latent must be one of none|full|selective|every_n, got 'bad'",
+        f + ":3: checkpoint_node_rules[0].set.ae_global must be one of none|full|selective|every_n, got 'bad'",
         f + ":4: checkpoint_node_rules[1] must be a map with the keys match, set, got '3'",
-        f + ":5: checkpoint_node_rules[2].set: unknown section 'encoder' (known: embed, latent, pred)",
+        f + ":5: checkpoint_node_rules[2].set: unknown section 'encoder' (known: embed, ae_local, ae_adapter, "
+            "ae_aggregation, ae_global, forecast, pred, latent)",
     };
     EXPECT_EQ(e.problems(), expected) << e.what();
   }

@@ -12,6 +12,7 @@ namespace {
 StreamConfig stream() {
   StreamConfig s;
   s.name = "ERA5";
+  s.type = "synthetic";
   s.token_size = 4;
   s.synthetic.num_channels = 6;
   s.synthetic.grid_lat = 8;
@@ -19,57 +20,16 @@ StreamConfig stream() {
   return s;
 }
 
-TEST(Synthetic, DeterministicBySeedAndId) {
-  SyntheticStream a(stream(), 1), b(stream(), 1), c(stream(), 2);
-  std::vector<float> va, ca, vb, cb, vc, cc;
-  a.sample(17, va, ca);
-  b.sample(17, vb, cb);
-  c.sample(17, vc, cc);
-  EXPECT_EQ(va.size(), size_t(128 * 4 * 6));
-  EXPECT_EQ(ca.size(), size_t(128 * kCentroidFeatures));
-  EXPECT_EQ(va, vb);
-  EXPECT_NE(va, vc);
-}
-
-TEST(Synthetic, NormalisedChannelsHaveZeroMeanUnitVariance) {
-  SyntheticStream s(stream(), 3);
-  std::vector<double> sum(6), sq(6);
-  int64_t n = 0;
-  for (int id = 0; id < 200; ++id) {
-    std::vector<float> v, c;
-    s.sample(id * 7, v, c);
-    for (size_t i = 0; i < v.size(); ++i) {
-      sum[i % 6] += v[i];
-      sq[i % 6] += v[i] * v[i];
-    }
-    n += int64_t(v.size() / 6);
-  }
-  for (int c = 0; c < 6; ++c) {
-    const double mean = sum[c] / n, var = sq[c] / n - mean * mean;
-    EXPECT_NEAR(mean, 0.0, 0.15) << c;
-    EXPECT_NEAR(var, 1.0, 0.25) << c;
-  }
-}
-
-TEST(Synthetic, NeighbouringTokensAreCorrelated) {
-  // The property masked-token training relies on: a token is predictable
-  // from its east neighbour.
-  SyntheticStream s(stream(), 5);
-  double xy = 0, xx = 0, yy = 0;
-  for (int id = 0; id < 50; ++id) {
-    std::vector<float> v, c;
-    s.sample(id, v, c);
-    const int per_token = 4 * 6;
-    for (int la = 0; la < 8; ++la)
-      for (int lo = 0; lo + 1 < 16; ++lo)
-        for (int j = 0; j < per_token; ++j) {
-          const double x = v[(la * 16 + lo) * per_token + j], y = v[(la * 16 + lo + 1) * per_token + j];
-          xy += x * y;
-          xx += x * x;
-          yy += y * y;
-        }
-  }
-  EXPECT_GT(xy / std::sqrt(xx * yy), 0.6);
+// A run over January 2020 at healpix level 1: 124 windows of 6 h, of which
+// 123 can start a sample (the last one's target window would end past the
+// period, as upstream's candidate windows).
+Config config() {
+  Config c;
+  c.healpix_level = 1;
+  c.streams = {stream()};
+  c.start_date = 1577836800;  // 2020-01-01
+  c.end_date = 1580515200;    // 2020-02-01
+  return c;
 }
 
 TEST(Sampler, RanksAreDisjointAndTwoRanksEqualOneWithDoubleBatch) {
@@ -95,70 +55,71 @@ TEST(Sampler, TooManyRanksForTheEpochIsAnError) {
   EXPECT_THROW(Sampler(1, 10, 4, 3), std::invalid_argument);
 }
 
-TEST(Masking, CountAndDeterminism) {
-  auto m = token_mask(1, 42, 7, 100, 0.6, false);
-  int masked = 0;
-  for (auto x : m) masked += x;
-  EXPECT_EQ(masked, 60);
-  EXPECT_EQ(m, token_mask(1, 42, 7, 100, 0.6, false));
-  EXPECT_NE(m, token_mask(1, 43, 7, 100, 0.6, false));
-  // at least one token visible and one masked, whatever the rate
-  auto few = token_mask(1, 1, 1, 3, 0.99, false);
-  int f = 0;
-  for (auto x : few) f += x;
-  EXPECT_EQ(f, 2);
-  // sampled rates vary across samples
-  std::set<int> counts;
-  for (int id = 0; id < 20; ++id) {
-    int n = 0;
-    for (auto x : token_mask(1, id, 1, 200, 0.6, true)) n += x;
-    counts.insert(n);
-  }
-  EXPECT_GT(counts.size(), 5u);
-}
-
-TEST(Dataset, BatchLayout) {
-  Config c;
-  c.streams = {stream()};
+TEST(Dataset, StepsAndBatches) {
+  Config c = config();
   c.batch_size_per_gpu = 3;
   c.samples_per_mini_epoch = 30;
   c.num_mini_epochs = 2;
   Dataset d(c, 0, 1);
+  EXPECT_EQ(d.windows(), 123);
   EXPECT_EQ(d.total_steps(), 20);
-  Batch b = d.batch(11);
+  const BuiltBatch b = d.batch(11);
   ASSERT_EQ(b.sample_ids.size(), 3u);
   EXPECT_GE(b.sample_ids[0], 30);  // step 11 is in epoch 1
-  const StreamBatch& s = b.streams[0];
-  EXPECT_EQ(s.values.size(), size_t(3 * 128 * 4 * 6));
-  EXPECT_EQ(s.masked.size(), size_t(3 * 128));
+  EXPECT_EQ(b.layout.num_samples, 3);
+  EXPECT_EQ(b.layout.num_cells, 48);
+  ASSERT_EQ(b.samples.size(), 3u);
+  EXPECT_EQ(b.samples[0][0].stream, "ERA5");
+  EXPECT_GT(b.layout.num_tokens, 0);
+  ASSERT_EQ(d.stream_shapes().size(), 1u);
+  EXPECT_EQ(d.stream_shapes()[0].source_channels.size(), 6u);
+  EXPECT_EQ(d.stream_shapes()[0].source_width(), 14);
 }
 
-TEST(Dataset, SyntheticValidationSamplesAreTheirOwnAndSplitAcrossRanks) {
-  Config c;
-  c.streams = {stream()};
-  c.batch_size_per_gpu = 2;
+TEST(Dataset, AMiniEpochHasAtMostTheWindowsOfThePeriod) {
+  Config c = config();
+  c.samples_per_mini_epoch = 4096;  // more than the 123 windows: upstream's len(dataset) = min(...)
+  c.batch_size_per_gpu = 4;
+  const Dataset d(c, 0, 1);
+  EXPECT_EQ(d.samples_per_epoch(), 123);
+  EXPECT_EQ(d.steps_per_epoch(), 30);
+  ASSERT_FALSE(d.warnings().empty());
+  EXPECT_NE(d.warnings()[0].find("123 windows"), std::string::npos) << d.warnings()[0];
+}
+
+TEST(Dataset, ValidationSamplesAreSplitAcrossRanksAndComeFromTheValidationPeriod) {
+  Config c = config();
+  c.batch_size_per_gpu = 4;
+  c.batch_size_validation_per_gpu = 2;  // validation batches have their own size, as upstream
   c.samples_per_mini_epoch = 40;
   c.num_mini_epochs = 1;
   c.samples_per_validation = 8;
+  c.start_date_val = 1583020800;  // 2020-03-01
+  c.end_date_val = 1583625600;    // 2020-03-08
   const Dataset r0(c, 0, 2), r1(c, 1, 2);
   ASSERT_EQ(r0.validation_steps(), 2);
-  std::set<int64_t> val, train;
+  std::set<int64_t> ids;
   for (const Dataset* d : {&r0, &r1})
-    for (int64_t i = 0; i < 2; ++i)
-      for (int64_t id : d->validation_batch(i).sample_ids) EXPECT_TRUE(val.insert(id).second) << id;
-  for (int64_t s = 0; s < r0.total_steps(); ++s)
-    for (int64_t id : r0.batch(s).sample_ids) train.insert(id);
-  EXPECT_EQ(val.size(), 8u);
-  for (int64_t id : val) EXPECT_EQ(train.count(id), 0u) << "validation id " << id << " is also a training id";
+    for (int64_t i = 0; i < 2; ++i) {
+      const BuiltBatch b = d->validation_batch(i);
+      EXPECT_EQ(b.sample_ids.size(), 2u);
+      for (int64_t id : b.sample_ids) EXPECT_TRUE(ids.insert(id).second) << id;
+      for (int64_t w : b.windows) EXPECT_GE(w, 0);
+    }
+  EXPECT_EQ(ids.size(), 8u);
   c.samples_per_validation = 0;
   EXPECT_EQ(Dataset(c, 0, 1).validation_steps(), 0);
 }
 
-TEST(Dataset, UnknownStreamTypeIsAnError) {
-  Config c;
-  c.streams = {stream()};
-  c.streams[0].type = "netcdf";
-  EXPECT_THROW(Dataset(c, 0, 1), std::invalid_argument);
+TEST(Dataset, APeriodWithoutWindowsIsAnError) {
+  Config c = config();
+  c.end_date = c.start_date + 3600;  // shorter than one step
+  try {
+    Dataset d(c, 0, 1);
+    FAIL() << "a period without windows was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("window"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

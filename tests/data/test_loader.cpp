@@ -23,18 +23,20 @@ using namespace std::chrono_literals;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-void expect_same(const Batch& a, const Batch& b, int64_t step) {
+void expect_same(const BuiltBatch& a, const BuiltBatch& b, int64_t step) {
   EXPECT_EQ(a.sample_ids, b.sample_ids) << "step " << step;
-  ASSERT_EQ(a.streams.size(), b.streams.size()) << "step " << step;
-  for (size_t s = 0; s < a.streams.size(); ++s) {
-    const StreamBatch &x = a.streams[s], &y = b.streams[s];
-    EXPECT_EQ(x.stream, y.stream);
-    EXPECT_EQ(x.num_samples, y.num_samples);
-    EXPECT_EQ(x.tokens, y.tokens);
-    EXPECT_EQ(x.values, y.values) << "step " << step << " stream " << x.stream;
-    EXPECT_EQ(x.centroids, y.centroids) << "step " << step << " stream " << x.stream;
-    EXPECT_EQ(x.masked, y.masked) << "step " << step << " stream " << x.stream;
-  }
+  EXPECT_EQ(a.windows, b.windows) << "step " << step;
+  EXPECT_EQ(a.layout.idxs_embed, b.layout.idxs_embed) << "step " << step;
+  ASSERT_EQ(a.samples.size(), b.samples.size()) << "step " << step;
+  for (size_t i = 0; i < a.samples.size(); ++i)
+    for (size_t s = 0; s < a.samples[i].size(); ++s) {
+      const StreamSample &x = a.samples[i][s], &y = b.samples[i][s];
+      EXPECT_EQ(x.stream, y.stream);
+      EXPECT_EQ(x.source_tokens, y.source_tokens) << "step " << step << " stream " << x.stream;
+      EXPECT_EQ(x.source_centroids, y.source_centroids) << "step " << step << " stream " << x.stream;
+      ASSERT_EQ(x.targets.size(), y.targets.size());
+      for (size_t f = 0; f < x.targets.size(); ++f) EXPECT_EQ(x.targets[f].coords, y.targets[f].coords);
+    }
 }
 
 // Polls `done` until it holds or `limit` passes.
@@ -48,8 +50,8 @@ bool eventually(const std::function<bool()>& done, std::chrono::milliseconds lim
 }
 
 // A batch that only carries its step, for producers in these tests.
-Batch marked(int64_t step) {
-  Batch b;
+BuiltBatch marked(int64_t step) {
+  BuiltBatch b;
   b.sample_ids = {step};
   return b;
 }

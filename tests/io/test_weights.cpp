@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "../common/tiny_config.h"
 #include "wg/io/training_state.h"
 #include "wg/io/weights.h"
+#include "wg/model/model_options.h"
 #include "wg/train/trainer.h"
 
 namespace wg {
@@ -22,7 +24,7 @@ std::string tmp(const std::string& name) { return (fs::temp_directory_path() / (
 WeatherModel model_with_seed(const Config& c, uint64_t seed) {
   const auto shapes = Dataset(c, 0, 1).stream_shapes();
   torch::manual_seed(seed);
-  return WeatherModel(c, shapes);
+  return WeatherModel(model_options(c, shapes));
 }
 
 bool same_params(torch::nn::Module& a, torch::nn::Module& b) {
@@ -39,7 +41,9 @@ TEST(Weights, RoundTripIsExactAndNamesAreStateDictNames) {
   save_weights(*a, tmp("w.safetensors"));
   const SafetensorsFile f = read_safetensors(tmp("w.safetensors"));
   EXPECT_TRUE(f.find("embed_engine.embeds.ERA5.layers.0.proj_heads_q.weight"));
-  EXPECT_TRUE(f.find("latent_adapter.mask_token"));
+  EXPECT_TRUE(f.find("q_cells"));
+  EXPECT_TRUE(f.find("ae_local_global_engine.ae_adapter.0.proj_heads_q.0.weight"));
+  EXPECT_TRUE(f.find("pred_heads.SYNOP.pred_heads.0.0.weight"));
   EXPECT_EQ(int(f.tensors.size()), int(a->named_parameters().size()));
   EXPECT_EQ(load_weights(*b, tmp("w.safetensors")), int(f.tensors.size()));
   EXPECT_TRUE(same_params(*a, *b));
@@ -63,10 +67,12 @@ TEST(Weights, AllMismatchesAtOnceAndNothingLoaded) {
   Config c = tiny_config();
   WeatherModel a = model_with_seed(c, 1);
   SafetensorsFile f = weights_file(*a);
-  f.tensors.erase(f.tensors.begin());                   // missing
+  f.tensors.erase(std::find_if(f.tensors.begin(), f.tensors.end(), [](const TensorRecord& r) {
+    return r.name == "embed_engine.embeds.ERA5.embed.weight";
+  }));  // missing
   f.tensors.push_back(to_record("extra.bias", torch::zeros({3}), DType::F32));  // unexpected
   for (auto& r : f.tensors)
-    if (r.name == "latent_adapter.mask_token") r = to_record(r.name, torch::zeros({5}), DType::F32);  // wrong shape
+    if (r.name == "q_cells") r = to_record(r.name, torch::zeros({5}), DType::F32);  // wrong shape
   WeatherModel b = model_with_seed(c, 2), before = model_with_seed(c, 2);
   try {
     load_weights(*b, f, {}, "ckpt");
@@ -76,7 +82,7 @@ TEST(Weights, AllMismatchesAtOnceAndNothingLoaded) {
     const std::string m = e.what();
     EXPECT_NE(m.find("missing: embed_engine.embeds.ERA5.embed.weight [16, 4]"), std::string::npos) << m;
     EXPECT_NE(m.find("unexpected: extra.bias [3]"), std::string::npos) << m;
-    EXPECT_NE(m.find("wrong shape: latent_adapter.mask_token is [5], the model's latent_adapter.mask_token is [32]"),
+    EXPECT_NE(m.find("wrong shape: q_cells is [5], the model's q_cells is [1, 1, 32]"),
               std::string::npos) << m;
     EXPECT_NE(m.find("nothing loaded"), std::string::npos);
   }
@@ -97,7 +103,7 @@ TEST(Weights, PrefixInitialisesOneStreamFromALargerCheckpoint) {
   for (const auto& p : sp) {
     if (p.key().rfind(prefix, 0) == 0) EXPECT_TRUE(torch::equal(p.value(), bp[p.key()])) << p.key();
   }
-  EXPECT_FALSE(torch::equal(sp["latent_adapter.mask_token"], bp["latent_adapter.mask_token"]));
+  EXPECT_FALSE(torch::equal(sp["q_cells"], bp["q_cells"]));
   // FILE=MODEL mapping: SYNOP's weights cannot go into ERA5 (different shapes), all reported
   EXPECT_THROW(load_weights(*small, tmp("big.safetensors"),
                             parse_weights_mapping("embed_engine.embeds.SYNOP.=embed_engine.embeds.ERA5.")),
@@ -107,9 +113,7 @@ TEST(Weights, PrefixInitialisesOneStreamFromALargerCheckpoint) {
 }
 
 TEST(TrainingState, ResumeContinuesExactlyAsTheUninterruptedRun) {
-  Config c = tiny_config();
-  c.embed_dropout_rate = 0.0;  // random-generator state is not part of the file
-  c.ae_global_dropout_rate = 0.0;
+  Config c = wg::testing::without_dropout(tiny_config());  // random-generator state is not part of the file
   c.samples_per_mini_epoch = 24;  // 12 steps
   Trainer full(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   std::vector<double> losses;
@@ -122,15 +126,26 @@ TEST(TrainingState, ResumeContinuesExactlyAsTheUninterruptedRun) {
     torch::manual_seed(k);
     first.step(k);
   }
-  save_training_state(tmp("state.safetensors"), *first.model(), first.optimizer(), 6);
+  save_training_state(tmp("state.safetensors"), *first.model(), first.optimizer(), 6,
+                      first.weight_average()->averaged());
   Trainer resumed(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
-  const int64_t next = load_training_state(tmp("state.safetensors"), *resumed.model(), resumed.optimizer());
+  const int64_t next = load_training_state(tmp("state.safetensors"), *resumed.model(), resumed.optimizer(),
+                                           &resumed.weight_average()->averaged());
   ASSERT_EQ(next, 6);
   for (int64_t k = next; k < 12; ++k) {
     torch::manual_seed(k);
-    EXPECT_EQ(resumed.step(k).loss, losses[size_t(k)]) << "step " << k;
+    const StepMetrics m = resumed.step(k);
+    EXPECT_EQ(m.loss, losses[size_t(k)]) << "step " << k;
+    EXPECT_EQ(m.lr, full.schedule().at(k)) << "step " << k;
   }
   EXPECT_TRUE(same_params(*full.model(), *resumed.model()));
+  const auto &a = full.weight_average()->averaged(), &b = resumed.weight_average()->averaged();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "averaged tensor " << i;
+  // A training state without the average does not load into a run that keeps one.
+  save_training_state(tmp("state_plain.safetensors"), *first.model(), first.optimizer(), 6);
+  EXPECT_THROW(load_training_state(tmp("state_plain.safetensors"), *resumed.model(), resumed.optimizer(),
+                                   &resumed.weight_average()->averaged()),
+               WeightsMismatchError);
 }
 
 TEST(TrainingState, PlainWeightsAreNotATrainingState) {

@@ -1,13 +1,16 @@
-// Recomputation gives the same gradients as keeping activations (dropout
-// on, every mode), and it lowers the activation peak by a measured amount.
+// Recomputation gives the same loss and gradients as keeping activations,
+// bit for bit, in every section and mode with dropout on; and it lowers the
+// activation peak by a measured amount.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "../common/tiny_config.h"
+#include "wg/config/recompute_sections.h"
 #include "wg/data/dataset.h"
+#include "wg/model/model_options.h"
 #include "wg/model/recompute.h"
-#include "wg/plan/recompute_plan.h"
 #include "wg/model/weather_model.h"
+#include "wg/plan/recompute_plan.h"
 #include "wg/train/batch_tensors.h"
 #include "wg/train/loss.h"
 #include "wg/util/memory.h"
@@ -17,24 +20,38 @@ namespace {
 
 using wg::testing::tiny_config;
 
-// Gradients of every parameter after one forward/backward of the whole model
-// under `gc`, with fixed weights, batch and dropout seed.
-std::map<std::string, torch::Tensor> gradients(const RecomputeConfig& gc, double* loss_out = nullptr) {
+struct StepResult {
+  double loss = 0;
+  std::map<std::string, torch::Tensor> grads;
+};
+
+// One forward/backward of the whole model under `gc`, with fixed weights,
+// batch and dropout seed. Forecast mode when `forecast` (one forecast step).
+StepResult run_step(const RecomputeConfig& gc, bool forecast = false) {
   Config c = tiny_config();
+  if (forecast) {
+    c.training_mode = "forecast";
+    c.forecast_policy = "fixed";
+    c.forecast_steps = 1;
+    c.fe_num_blocks = 2;
+    c.fe_num_heads = 2;
+  }
   c.gradient_checkpointing = gc;
   Dataset data(c, 0, 1);
   torch::manual_seed(c.seed);
-  WeatherModel model(c, data.stream_shapes());
+  WeatherModel model(model_options(c, data.stream_shapes()));
   model->train();
   model->set_plan(resolve_plan(c));
-  ModelInput in = to_model_input(data.batch(3), torch::kCPU);
+  const ModelBatch in = to_model_batch(data.batch(3), torch::kCPU);
   torch::manual_seed(1234);  // dropout masks
-  torch::Tensor loss = MaskedLoss(c)(model->forward(in), masked_targets(in));
+  const PhysicalLoss loss_fn(c, c.training_loss, data.stream_shapes(), true);
+  torch::Tensor loss = loss_fn(in, model->forward(in).preds).loss;
   loss.backward();
-  if (loss_out) *loss_out = loss.item<double>();
-  std::map<std::string, torch::Tensor> g;
-  for (const auto& p : model->named_parameters()) g[p.key()] = p.value().grad().defined() ? p.value().grad().clone() : torch::Tensor();
-  return g;
+  StepResult r;
+  r.loss = loss.item<double>();
+  for (const auto& p : model->named_parameters())
+    r.grads[p.key()] = p.value().grad().defined() ? p.value().grad().clone() : torch::Tensor();
+  return r;
 }
 
 SectionRecompute section(RecomputeMode mode, int every_n = 1, std::vector<int> blocks = {}) {
@@ -46,64 +63,66 @@ SectionRecompute section(RecomputeMode mode, int every_n = 1, std::vector<int> b
   return s;
 }
 
-void expect_same(const std::map<std::string, torch::Tensor>& a, const std::map<std::string, torch::Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
+void expect_identical(const StepResult& a, const StepResult& b) {
+  EXPECT_EQ(a.loss, b.loss);
+  ASSERT_EQ(a.grads.size(), b.grads.size());
   int compared = 0;
-  for (const auto& [name, ga] : a) {
-    const auto& gb = b.at(name);
+  for (const auto& [name, ga] : a.grads) {
+    const auto& gb = b.grads.at(name);
     ASSERT_EQ(ga.defined(), gb.defined()) << name;
     if (!ga.defined()) continue;
-    const double diff = (ga - gb).abs().max().item<double>();
-    EXPECT_LE(diff, 1e-6) << name;
+    EXPECT_TRUE(torch::equal(ga, gb)) << name << ": max difference " << (ga - gb).abs().max().item<double>();
     ++compared;
   }
   EXPECT_GT(compared, 50);
 }
 
-RecomputeConfig nothing_recomputed() {
-  RecomputeConfig none;
-  none.embed = none.latent = none.pred = section(RecomputeMode::None);
-  return none;
+RecomputeConfig nothing_recomputed() { return every_section(RecomputeMode::None); }
+
+TEST(Recompute, EverySectionAloneIsBitIdenticalToNoneWithDropout) {
+  const StepResult ref = run_step(nothing_recomputed());
+  for (const auto& sec : recompute_sections()) {
+    if (sec.name == "forecast") continue;  // its own test, in forecast mode
+    SCOPED_TRACE(sec.name);
+    RecomputeConfig gc = nothing_recomputed();
+    gc.*sec.field = section(RecomputeMode::Full);
+    expect_identical(ref, run_step(gc));
+  }
 }
 
-TEST(Recompute, EveryModeGivesTheSameGradientsWithDropout) {
-  double loss_ref = 0, loss = 0;
-  const auto ref = gradients(nothing_recomputed(), &loss_ref);
-  // Dropout really is on: a different dropout seed changes the gradients.
-  struct Case { const char* name; RecomputeConfig gc; };
-  std::vector<Case> cases;
-  RecomputeConfig all;
-  all.embed = all.latent = all.pred = section(RecomputeMode::Full);
-  cases.push_back({"full everywhere", all});
-  RecomputeConfig sel = nothing_recomputed();
-  sel.embed = sel.latent = section(RecomputeMode::Selective);
-  cases.push_back({"selective", sel});
-  RecomputeConfig every = nothing_recomputed();
-  every.embed = section(RecomputeMode::EveryN, 2);
-  every.latent = section(RecomputeMode::EveryN, 2);
-  cases.push_back({"every_n 2", every});
-  RecomputeConfig list = nothing_recomputed();
-  list.embed = section(RecomputeMode::None, 1, {1, 3});
-  list.pred = section(RecomputeMode::Full);
-  cases.push_back({"block list + pred", list});
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.name);
-    expect_same(ref, gradients(c.gc, &loss));
-    EXPECT_EQ(loss, loss_ref);
+TEST(Recompute, EveryModeEverywhereIsBitIdenticalToNone) {
+  const StepResult ref = run_step(nothing_recomputed());
+  for (auto mode : {RecomputeMode::Full, RecomputeMode::Selective}) {
+    SCOPED_TRACE(recompute_mode_name(mode));
+    expect_identical(ref, run_step(every_section(mode)));
   }
+  SCOPED_TRACE("every_n 2 and block lists");
+  RecomputeConfig gc = every_section(RecomputeMode::EveryN, 2);
+  gc.ae_global.blocks = {1};
+  gc.embed = section(RecomputeMode::None, 1, {1});
+  expect_identical(ref, run_step(gc));
+}
+
+TEST(Recompute, ForecastEngineIsBitIdenticalToNone) {
+  const StepResult ref = run_step(nothing_recomputed(), true);
+  RecomputeConfig gc = nothing_recomputed();
+  gc.forecast = section(RecomputeMode::Full);
+  expect_identical(ref, run_step(gc, true));
+  expect_identical(ref, run_step(every_section(RecomputeMode::Full), true));
 }
 
 TEST(Recompute, DropoutIsActiveSoTheComparisonMeansSomething) {
   Config c = tiny_config();
   Dataset data(c, 0, 1);
   torch::manual_seed(c.seed);
-  WeatherModel model(c, data.stream_shapes());
+  WeatherModel model(model_options(c, data.stream_shapes()));
   model->train();
-  ModelInput in = to_model_input(data.batch(0), torch::kCPU);
+  const ModelBatch in = to_model_batch(data.batch(0), torch::kCPU);
+  const PhysicalLoss loss_fn(c, c.training_loss, data.stream_shapes(), true);
   torch::manual_seed(1);
-  const double a = MaskedLoss(c)(model->forward(in), masked_targets(in)).item<double>();
+  const double a = loss_fn(in, model->forward(in).preds).loss.item<double>();
   torch::manual_seed(2);
-  const double b = MaskedLoss(c)(model->forward(in), masked_targets(in)).item<double>();
+  const double b = loss_fn(in, model->forward(in).preds).loss.item<double>();
   EXPECT_NE(a, b);
 }
 
@@ -155,11 +174,12 @@ int64_t embed_activation_peak(RecomputeMode mode) {
   c.streams = {s};
   c.ae_local_dim_embed = 64;
   c.gradient_checkpointing.embed = section(mode);
+  StreamShape shape{s.name, s.token_size, false, 0, std::vector<std::string>(16, "x"), {"y"}};
   torch::manual_seed(0);
-  StreamEmbedTransformer embed(embed_options(c, s, StreamShape{s.name, s.token_size, 24, {}}));
+  StreamEmbedTransformer embed(model_options(c, {shape}).embeds.front());
   embed->train();
   embed->set_plan(resolve_plan(c));
-  torch::Tensor x = torch::randn({256, s.token_size, 24});
+  torch::Tensor x = torch::randn({256, s.token_size, shape.source_width()});
   // warm-up allocates parameter gradients, so they do not count below
   embed->forward(x).pow(2).mean().backward();
   const int64_t base = memory_snapshot("cpu").current_bytes;

@@ -3,9 +3,11 @@
 // clear error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "wg/plan/cost_model.h"
+#include "wg/plan/recompute_plan.h"
 
 namespace wg {
 namespace {
@@ -117,6 +119,64 @@ TEST(MemoryPlanner, NextPieceFreesTheMostBytesPerSecond) {
   EXPECT_EQ(next_piece_to_recompute(c, {false, true, false}), 0);
   EXPECT_EQ(next_piece_to_recompute(c, {true, true, false}), 2);   // the last one left
   EXPECT_EQ(next_piece_to_recompute(c, {true, true, true}), -1);
+}
+
+// The planner over the real model's pieces (all seven sections, the
+// adapter's and decoder's cross-attention among them): attention keeps four
+// times an MLP's bytes and costs half its time, so it goes first.
+TEST(MemoryPlanner, PlansOverTheModelsPieces) {
+  Config cfg;
+  StreamConfig s;
+  s.name = "ERA5";
+  s.embed.num_blocks = 1;
+  s.target_readout.num_layers = 2;
+  cfg.streams = {s};
+  cfg.ae_local_num_blocks = 1;
+  cfg.ae_aggregation_num_blocks = 1;
+  cfg.ae_global_num_blocks = 2;
+  cfg.forecast_policy = "fixed";
+  cfg.fe_num_blocks = 1;
+  const std::vector<PieceKey> pieces = model_pieces(cfg);
+  CostModel c;
+  c.base_bytes = 1 << 20;
+  int64_t all = 0;
+  for (const auto& k : pieces) {
+    PieceCost p;
+    p.key = k;
+    p.output_bytes = 1000;
+    p.retained_bytes = k.is_attention() ? 40000 : 10000;
+    p.forward_seconds = k.is_attention() ? 0.005 : 0.01;
+    all += p.retained_bytes;
+    c.pieces.push_back(p);
+  }
+  c.activations_none_bytes = all;
+  c.calibrate();
+  std::vector<bool> none(pieces.size(), false), attention(pieces.size(), false);
+  for (size_t i = 0; i < pieces.size(); ++i) attention[i] = pieces[i].is_attention();
+  // Out of memory with nothing recomputed: the first attention piece in forward order.
+  const int first = next_piece_to_recompute(c, none);
+  ASSERT_GE(first, 0);
+  EXPECT_EQ(pieces[size_t(first)].str(), "embed.ERA5/block0.attn");
+  // With every attention piece recomputed, an MLP or an input/readout/head follows.
+  const int next = next_piece_to_recompute(c, attention);
+  ASSERT_GE(next, 0);
+  EXPECT_FALSE(pieces[size_t(next)].is_attention());
+  // A budget that recomputing every attention piece meets (with room for
+  // the planner's byte grid, which rounds kept bytes up): the planner's plan
+  // fits and costs no more time than that one.
+  const int64_t budget = c.peak(attention) + all / kPlannerGrid * int64_t(pieces.size() + 1);
+  const PlannedRecompute plan = plan_for_budget(c, budget);
+  ASSERT_EQ(plan.recompute.size(), pieces.size());
+  EXPECT_LE(plan.predicted_peak_bytes, budget);
+  EXPECT_LE(plan.added_seconds, c.added_seconds(attention) + 1e-12);
+  EXPECT_GT(plan.added_seconds, 0.0);
+  // The choice maps onto the model's plan by position.
+  RecomputePlan rp(pieces);
+  for (size_t i = 0; i < pieces.size(); ++i) rp.set(i, plan.recompute[i]);
+  EXPECT_EQ(rp.pieces_recomputed(), int(std::count(plan.recompute.begin(), plan.recompute.end(), true)));
+  bool cross_seen = false;
+  for (const auto& k : pieces) cross_seen = cross_seen || k.kind == PieceKind::CrossAttention;
+  EXPECT_TRUE(cross_seen);
 }
 
 }  // namespace

@@ -141,7 +141,6 @@ TEST(TelemetryHttp, ConcurrentScrapesWhileMetricsUpdate) {
         if (resp.status == 200 && resp.body.find("# TYPE wgtrain_steps_total counter\n") != std::string::npos &&
             resp.header("Content-Length") == std::to_string(resp.body.size()))
           ok.fetch_add(1);
-
       }
     });
   for (auto& t : scrapers) t.join();

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -118,6 +119,32 @@ TEST(TelemetryJob, WindowsBecomeTheDocumentedSeries) {
   const int port = t.port();
   t.finish("completed", 20);
   EXPECT_EQ(http_get(port, "/metrics").connected, false);  // stopped
+}
+
+// wgtrain_stream_loss: one series per rank and stream while the stream had
+// data in the window; a window without data removes it (absent, not stale).
+TEST(TelemetryJob, StreamLossSeriesFollowTheData) {
+  wg::JobTelemetry t(local_config(), wg::RunIdentity{"r1", "", "tiny.yml", "0.1.0", 1}, {}, {"ERA5", "SYNOP"});
+  auto w = window(0, 10, 100, 100);
+  w.num_streams = 2;
+  w.stream_loss[0] = 0.25;
+  w.stream_loss[1] = 0.75;
+  t.on_windows({w});
+  std::string text = t.exposition();
+  const std::string era5 = "wgtrain_stream_loss{device=\"cpu\",local_rank=\"0\",node=\"node-a\",rank=\"0\",stream=\"ERA5\"} ";
+  const std::string synop = "wgtrain_stream_loss{device=\"cpu\",local_rank=\"0\",node=\"node-a\",rank=\"0\",stream=\"SYNOP\"} ";
+  EXPECT_NE(text.find(era5 + "0.25\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(synop + "0.75\n"), std::string::npos) << text;
+  w.step = 20;
+  w.stream_loss[1] = std::nan("");  // SYNOP had no observation in this window
+  t.on_windows({w});
+  text = t.exposition();
+  EXPECT_NE(text.find(era5 + "0.25\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find(synop), std::string::npos) << text;
+  w.step = 30;
+  w.stream_loss[1] = 0.5;  // back
+  t.on_windows({w});
+  EXPECT_NE(t.exposition().find(synop + "0.5\n"), std::string::npos);
 }
 
 TEST(TelemetryJob, TakenPortAndUnreachablePushgatewayAreCountedNotThrown) {

@@ -60,8 +60,13 @@ void fill_trainer_families(JobFamilies& f, OutcomeFamilies& o) {
     f.skipped_steps.Add(l).Increment(rank);
     f.oom_retries.Add(l);
     f.data_skipped_samples.Add(l);
+    for (const char* stream : {"ERA5", "SYNOP"}) {
+      Labels ls = l;
+      ls["stream"] = stream;
+      f.stream_loss.Add(ls).Set(0.25);
+    }
     Labels rn = {{"rank", std::to_string(rank)}, {"node", "node-a"}};
-    for (const char* section : {"embed.ERA5", "latent", "pred"}) {
+    for (const char* section : {"embed.ERA5", "ae_global", "pred.ERA5"}) {
       Labels ls = rn;
       ls["section"] = section;
       f.checkpoint_pieces_recomputed.Add(ls).Set(1);

@@ -100,5 +100,42 @@ TEST(Sinks, JsonlAndSummaryFiles) {
   fs::remove_all(dir);
 }
 
+// Per-channel losses go to metrics.jsonl under upstream's keys, averaged
+// over the steps of the window that had data (NaN steps left out), the
+// stream's loss_avg the mean over its channels; a stream without data in the
+// whole window is null.
+TEST(Sinks, ChannelLossesUnderUpstreamKeys) {
+  const fs::path dir = fs::temp_directory_path() / ("wg_sinks_losses_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  StepLossNames names;
+  names.streams = {"ERA5", "SYNOP"};
+  names.channel_loss_keys = {"ERA5.mse", "SYNOP.mse"};
+  names.channels = {{"2t", "10u"}, {"obsvalue_t2m_0"}};
+  const double nan = std::nan("");
+  {
+    JsonlSink sink(dir.string(), 2, PlanPrediction{}, names);
+    StepMetrics a = sample_step(), b = sample_step();
+    a.step = 0;
+    b.step = 1;
+    a.total_steps = b.total_steps = 10;
+    a.channel_losses = {{1.0, 3.0}, {nan}};
+    b.channel_losses = {{2.0, nan}, {nan}};
+    sink.on_step(a);
+    sink.on_step(b);  // due: (1 + 1) % 2 == 0
+  }
+  std::ifstream lines(dir / "metrics.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["step"], 1);
+  EXPECT_DOUBLE_EQ(j["loss.LossPhysical.ERA5.mse.2t"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(j["loss.LossPhysical.ERA5.mse.10u"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(j["loss.LossPhysical.ERA5.mse.loss_avg"].get<double>(), 2.25);
+  EXPECT_TRUE(j["loss.LossPhysical.SYNOP.mse.obsvalue_t2m_0"].is_null()) << line;
+  EXPECT_TRUE(j["loss.LossPhysical.SYNOP.mse.loss_avg"].is_null()) << line;
+  EXPECT_FALSE(std::getline(lines, line));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace wg

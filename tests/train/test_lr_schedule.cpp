@@ -1,75 +1,111 @@
-// WeatherGenerator's learning-rate schedule at chosen steps.
+// Upstream's learning-rate schedule, β1 and EMA, value for value
+// (wg-model.md §10.3 table, Appendix B item 5): the default run (1 GPU,
+// B = 1: 131,072 steps, warm-up 512, cool-down 512).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "wg/train/ema.h"
 #include "wg/train/lr_schedule.h"
 
 namespace wg {
 namespace {
 
-LrConfig base() {
-  LrConfig c;
-  c.lr_start = 1e-6;
-  c.lr_max = 5e-5;
-  c.lr_final_decay = 1e-6;
-  c.lr_final = 0;
-  c.lr_steps_warmup = 100;
-  c.lr_steps_cooldown = 50;
-  c.lr_policy_warmup = "cosine";
-  c.lr_policy_decay = "constant";
-  c.lr_policy_cooldown = "linear";
-  c.lr_scaling_policy = "none";
-  return c;
-}
+constexpr double kPi = 3.14159265358979323846;
 
-TEST(LrSchedule, CosineWarmupConstantLinearCooldown) {
-  LrSchedule s(base(), 1000);
-  EXPECT_DOUBLE_EQ(s.at(0), 1e-6);
-  EXPECT_NEAR(s.at(50), 1e-6 + (5e-5 - 1e-6) * 0.5, 1e-15);  // half-way on the cosine
-  EXPECT_NEAR(s.at(25), 1e-6 + (5e-5 - 1e-6) * 0.5 * (1 - std::cos(M_PI * 0.25)), 1e-15);
-  EXPECT_DOUBLE_EQ(s.at(100), 5e-5);
-  EXPECT_DOUBLE_EQ(s.at(949), 5e-5);
-  EXPECT_DOUBLE_EQ(s.at(950), 5e-5);                  // cool-down starts at lr_max
-  EXPECT_NEAR(s.at(975), 2.5e-5, 1e-15);              // half-way down, linear
-  EXPECT_NEAR(s.at(999), 5e-5 * (1 - 49.0 / 50), 1e-15);
-}
+LrConfig upstream() { return LrConfig{}; }  // the defaults are upstream's
 
-TEST(LrSchedule, LinearWarmupAndLinearDecay) {
-  LrConfig c = base();
-  c.lr_policy_warmup = "linear";
-  c.lr_policy_decay = "linear";
-  LrSchedule s(c, 1000);
-  EXPECT_NEAR(s.at(10), 1e-6 + (5e-5 - 1e-6) * 0.1, 1e-15);
-  // decay over [100, 950): half-way at 525
-  EXPECT_NEAR(s.at(525), 5e-5 + (1e-6 - 5e-5) * 0.5, 1e-15);
-  EXPECT_NEAR(s.at(950), 1e-6, 1e-15);  // cool-down from lr_final_decay
-}
-
-TEST(LrSchedule, CosineDecay) {
-  LrConfig c = base();
-  c.lr_policy_decay = "cosine";
-  LrSchedule s(c, 1000);
-  EXPECT_NEAR(s.at(100), 5e-5, 1e-15);
-  EXPECT_NEAR(s.at(525), (5e-5 + 1e-6) / 2, 1e-15);
-}
-
-TEST(LrSchedule, ScalingByRanks) {
-  LrConfig c = base();
-  c.lr_scaling_policy = "sqrt";
-  EXPECT_NEAR(LrSchedule(c, 1000, 4).at(500), 1e-4, 1e-15);
-  c.lr_scaling_policy = "linear";
-  EXPECT_NEAR(LrSchedule(c, 1000, 4).at(500), 2e-4, 1e-15);
-  EXPECT_DOUBLE_EQ(LrSchedule(c, 1000, 4).at(0), 1e-6);  // lr_start is not scaled
-}
-
-TEST(LrSchedule, TooShortRunIsAnError) {
-  try {
-    LrSchedule s(base(), 120);
-    FAIL();
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("exceed the run's 120 steps"), std::string::npos) << e.what();
+TEST(LrSchedule, UpstreamsDefaultRunStepByStep) {
+  const LrSchedule s(upstream(), 131072, 1);
+  EXPECT_EQ(s.phases().warmup, 512);
+  EXPECT_EQ(s.phases().decay, 130048);
+  EXPECT_EQ(s.phases().cooldown, 512);
+  const double lr_max = 5e-5, lr_start = 1e-6;
+  // step 0: lr_start² / lr_max' (the cool-down LinearLR's construction)
+  EXPECT_NEAR(s.at(0), lr_start * lr_start / lr_max, 1e-20);
+  EXPECT_DOUBLE_EQ(s.beta1_at(0), 0.95);
+  // steps 1 … 511: OneCycleLR's cosine from lr_start to lr_max over 511 steps
+  for (int t : {1, 100, 255, 400, 511}) {
+    const double want = lr_max + (lr_start - lr_max) * (1 + std::cos(kPi * t / 511.0)) / 2;
+    EXPECT_NEAR(s.at(t), want, 1e-12 * lr_max) << "step " << t;
+    EXPECT_NEAR(s.beta1_at(t), 0.85 + 0.05 * (1 + std::cos(kPi * t / 511.0)), 1e-12) << "step " << t;
   }
+  // 512, 513: OneCycle's second phase at its very start: ≈ lr_max; then constant
+  for (int t : {512, 513}) EXPECT_NEAR(s.at(t), lr_max, 1e-9 * lr_max) << "step " << t;
+  for (int t : {514, 60000, 130561}) {
+    EXPECT_DOUBLE_EQ(s.at(t), lr_max) << "step " << t;
+    EXPECT_NEAR(s.beta1_at(t), 0.85, 1e-9) << "step " << t;  // frozen: OneCycle is not stepped again
+  }
+  // cool-down: chained LinearLR from lr_max down towards 0
+  for (int t : {130562, 130800, 131071}) {
+    const double want = lr_max * (1.0 - double(t - 130561) / 512.0);
+    EXPECT_NEAR(s.at(t), want, 1e-12 * lr_max) << "step " << t;
+  }
+}
+
+TEST(LrSchedule, ScalingWithBatchTimesRanks) {
+  LrConfig c = upstream();
+  const LrSchedule sqrt4(c, 131072, 4);  // κ = 4: lr_max' = 2 lr_max
+  EXPECT_DOUBLE_EQ(sqrt4.scale(), 2.0);
+  EXPECT_DOUBLE_EQ(sqrt4.at(60000), 1e-4);
+  c.lr_scaling_policy = "linear";
+  EXPECT_DOUBLE_EQ(LrSchedule(c, 131072, 4).at(60000), 2e-4);
+  c.lr_scaling_policy = "const";
+  EXPECT_DOUBLE_EQ(LrSchedule(c, 131072, 4).at(60000), 5e-5);
+  c.lr_scaling_policy = "none";
+  EXPECT_THROW(LrSchedule(c, 131072, 4), std::invalid_argument);
+}
+
+TEST(LrSchedule, ShortRunsTakeUpstreamsAdjustment) {
+  // decay below 20% of the run: warm-up 10%, cool-down 5%
+  const LrPhases p = lr_phases(upstream(), 1000);
+  EXPECT_EQ(p.warmup, 100);
+  EXPECT_EQ(p.cooldown, 50);
+  EXPECT_EQ(p.decay, 850);
+  const LrSchedule s(upstream(), 1000, 1);
+  EXPECT_DOUBLE_EQ(s.at(500), 5e-5);
+  // tiny runs: no warm-up step at all, or one; upstream raises in both, here the lr stays finite
+  for (int64_t total : {4, 12}) {
+    const LrSchedule t(upstream(), total, 1);
+    for (int64_t k = 0; k < total; ++k) EXPECT_TRUE(std::isfinite(t.at(k)) && t.at(k) >= 0) << total << " " << k;
+  }
+}
+
+TEST(LrSchedule, OtherPolicies) {
+  LrConfig c = upstream();
+  c.lr_policy_warmup = "linear";  // errata 1: rises from lr_start·s² to lr_start·s, s = lr_start / lr_max'
+  const LrSchedule lin(c, 131072, 1);
+  const double s = 1e-6 / 5e-5;
+  EXPECT_NEAR(lin.at(0), 1e-6 * s * s, 1e-22);
+  EXPECT_NEAR(lin.at(511), 1e-6 * s * (1.0 / 512.0 * 511.0 + s * (1.0 - 511.0 / 512.0)), 1e-15);
+  EXPECT_DOUBLE_EQ(lin.beta1_at(100), 0.975);  // no OneCycle: AdamW's κ-based β1 stays
+  c = upstream();
+  c.lr_policy_decay = "cosine";  // the same OneCycle down to its min_lr
+  const LrSchedule cos(c, 131072, 1);
+  EXPECT_LT(cos.at(100000), 5e-5);
+  EXPECT_GT(cos.at(100000), cos.at(120000));
+  c.lr_policy_warmup = "linear";
+  EXPECT_THROW(LrSchedule(c, 131072, 1), std::invalid_argument);  // cosine decay needs cosine warm-up
+}
+
+TEST(AdamConstants, FromBatchTimesRanks) {
+  const AdamConstants one = adam_constants(1);
+  EXPECT_DOUBLE_EQ(one.beta1, 0.975);
+  EXPECT_DOUBLE_EQ(one.beta2, 0.9875);
+  EXPECT_DOUBLE_EQ(one.eps, 2e-8);
+  const AdamConstants many = adam_constants(64);
+  EXPECT_DOUBLE_EQ(many.beta1, 0.5);
+  EXPECT_DOUBLE_EQ(many.beta2, 1.0 - 0.0125 * 64);
+  EXPECT_DOUBLE_EQ(many.eps, 2e-8 / 8.0);
+  EXPECT_THROW(adam_constants(81), std::invalid_argument);  // β2 would be negative
+}
+
+TEST(Ema, BetaAtAppendixBSteps) {
+  // defaults: halflife 1e-3 thousand samples, ramp-up 0.09, N = 1
+  EXPECT_DOUBLE_EQ(ema_beta(0, 1, 1e-3, 0.09), 0.0);  // a copy
+  EXPECT_DOUBLE_EQ(ema_beta(1, 1, 1e-3, 0.09), std::pow(0.5, 1.0 / 0.09));
+  EXPECT_NEAR(ema_beta(11, 1, 1e-3, 0.09), std::pow(0.5, 1.0 / 0.99), 1e-15);
+  EXPECT_DOUBLE_EQ(ema_beta(12, 1, 1e-3, 0.09), 0.5);
 }
 
 }  // namespace

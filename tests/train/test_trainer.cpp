@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "../common/tiny_config.h"
+#include "wg/config/recompute_sections.h"
 #include "wg/train/trainer.h"
 #include "wg/util/memory.h"
 
@@ -16,9 +17,7 @@ namespace {
 using wg::testing::tiny_config;
 
 Config training_config() {
-  Config c = tiny_config();
-  c.embed_dropout_rate = 0.0;
-  c.ae_global_dropout_rate = 0.0;
+  Config c = wg::testing::without_dropout(tiny_config());
   c.samples_per_mini_epoch = 160;  // 80 steps of batch 2
   c.lr.lr_steps_warmup = 5;
   c.lr.lr_steps_cooldown = 10;
@@ -64,9 +63,7 @@ TEST(Trainer, SameSeedSameLossesWithAndWithoutRecomputation) {
   c.samples_per_mini_epoch = 16;
   Trainer a(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   Config full = c;
-  full.gradient_checkpointing.embed.mode = RecomputeMode::Full;
-  full.gradient_checkpointing.latent.mode = RecomputeMode::Full;
-  full.gradient_checkpointing.pred.mode = RecomputeMode::Full;
+  full.gradient_checkpointing = every_section(RecomputeMode::Full);
   Trainer b(full, Dataset(full, 0, 1), resolve_plan(full), torch::kCPU);
   for (int64_t k = 0; k < a.total_steps(); ++k) {
     torch::manual_seed(100 + k);
@@ -99,11 +96,31 @@ TEST(Trainer, SameLossesWithAndWithoutLoaderWorkers) {
   }
 }
 
-Batch nan_batch(const Config& c) {
-  Batch b = Dataset(c, 0, 1).batch(0);
-  for (auto& sb : b.streams)
-    for (size_t t = 0; t < sb.masked.size(); ++t)
-      if (sb.masked[t]) sb.values[t * sb.token_size * sb.channels] = std::nanf("");
+// Step 0's batch with a NaN in every stream's first source token: the
+// predictions, and so the loss, become NaN (the pipeline itself zeroes NaN
+// sources; this stands for a numerical blow-up).
+BuiltBatch nan_batch(const Config& c) {
+  BuiltBatch b = Dataset(c, 0, 1).batch(0);
+  for (auto& sample : b.samples)
+    for (auto& x : sample)
+      if (!x.source_tokens.empty()) x.source_tokens[0] = std::nanf("");
+  return b;
+}
+
+// Step 0's batch without a single target point.
+BuiltBatch batch_without_targets(const Config& c) {
+  BuiltBatch b = Dataset(c, 0, 1).batch(0);
+  for (auto& sample : b.samples)
+    for (auto& x : sample)
+      for (auto& t : x.targets) {
+        t.values.clear();
+        t.coords.clear();
+        t.coords_raw.clear();
+        t.times.clear();
+        std::fill(t.cell_lens.begin(), t.cell_lens.end(), 0);
+      }
+  for (auto& stream : b.layout.target_coords_idx)
+    for (auto& step : stream) std::fill(step.begin(), step.end(), 0);
   return b;
 }
 
@@ -119,13 +136,63 @@ TEST(Trainer, NonFiniteLossIsSkippedUnderPolicySkipThenStops) {
   c.max_consecutive_nan_skips = 3;
   Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
   const auto before = t.model()->parameters()[0].clone();
-  const Batch bad = nan_batch(c);
+  const BuiltBatch bad = nan_batch(c);
   EXPECT_TRUE(t.step_on(bad, 0).skipped);
   EXPECT_TRUE(torch::equal(before, t.model()->parameters()[0]));  // no update
   EXPECT_FALSE(t.step(1).skipped);                                // a good step resets the count
   EXPECT_TRUE(t.step_on(bad, 2).skipped);
   EXPECT_TRUE(t.step_on(bad, 3).skipped);
   EXPECT_THROW(t.step_on(bad, 4), NonFiniteLossError);
+}
+
+// Upstream divides by zero streams with data and its gradient scaler skips
+// the optimizer step; here the step is skipped explicitly, not counted as a
+// non-finite loss, and the schedule and the weight average still advance.
+TEST(Trainer, AStepWithoutTargetsIsSkippedNotAnError) {
+  Config c = tiny_config();  // nan_policy error
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  const auto before = t.model()->parameters()[0].clone();
+  const StepMetrics m = t.step_on(batch_without_targets(c), 0);
+  EXPECT_TRUE(m.skipped);
+  EXPECT_FALSE(m.nonfinite_loss);
+  EXPECT_TRUE(torch::equal(before, t.model()->parameters()[0]));
+  EXPECT_FALSE(t.step(1).skipped);
+}
+
+// validate_with_ema: validation runs on the weight average, and training is
+// the same with and without it.
+TEST(Trainer, ValidationUsesTheWeightAverage) {
+  Config c = training_config();
+  c.samples_per_mini_epoch = 40;
+  c.samples_per_validation = 4;
+  c.start_date_val = 1583020800;  // 2020-03-01
+  c.end_date_val = 1583625600;
+  Config plain = c;
+  plain.validate_with_ema = false;
+  Trainer a(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU), b(plain, Dataset(plain, 0, 1), resolve_plan(plain), torch::kCPU);
+  ASSERT_NE(a.weight_average(), nullptr);
+  EXPECT_EQ(b.weight_average(), nullptr);
+  for (int64_t k = 0; k < 15; ++k) {  // the same dropout draws (the decoder's fixed 0.1) for both
+    torch::manual_seed(100 + k);
+    const double la = a.step(k).loss;
+    torch::manual_seed(100 + k);
+    EXPECT_EQ(la, b.step(k).loss) << "step " << k;
+  }
+  const auto live = a.model()->parameters()[3].clone();
+  const double va = a.validate(), vb = b.validate();
+  EXPECT_TRUE(std::isfinite(va));
+  EXPECT_NE(va, vb);  // after step 12, β = 0.5: the average is not the live weights
+  EXPECT_TRUE(torch::equal(live, a.model()->parameters()[3]));  // swapped back
+  // after a step: β·previous + (1 − β)·live, β = 0.5^(N / 1) = 0.25 for N = 2 samples per step
+  const double beta = ema_beta(15, 2, c.ema_halflife_in_thousands, c.ema_ramp_up_ratio);
+  EXPECT_DOUBLE_EQ(beta, 0.25);
+  std::vector<torch::Tensor> prev;
+  for (const auto& p : a.weight_average()->averaged()) prev.push_back(p.clone());
+  a.step(15);
+  const auto params = a.model()->parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(torch::allclose(a.weight_average()->averaged()[i], beta * prev[i] + (1 - beta) * params[i], 1e-6, 1e-7))
+        << i;
 }
 
 }  // namespace

@@ -29,18 +29,42 @@ struct Origin {
 
 // `embed:` block of a stream file: the stream's StreamEmbedTransformer.
 struct EmbedNetConfig {
-  std::string net = "transformer";  // only "transformer" is supported
-  int num_tokens = 1;               // latent tokens produced per input token
+  std::string net = "transformer";  // only "transformer" (upstream's "linear" crashes there)
+  int num_tokens = 1;               // latent tokens per input token; only 1 (the cell layout counts one row per token)
   int num_heads = 8;
   int dim_embed = 256;
   int num_blocks = 2;
 };
 
+// `embed_target_coords:` block: the coordinate embedding of the decoder.
+struct TargetCoordsConfig {
+  std::string net = "linear";  // only "linear" (upstream's "mlp" crashes there)
+  int dim_embed = 256;
+};
+
+// `target_readout:` block: the decoder (target_token_engines). Its number
+// of heads is read from the FIRST stream for every stream, as upstream.
+struct TargetReadoutConfig {
+  std::string type = "obs_value";  // only "obs_value"
+  int num_layers = 2;
+  int num_heads = 4;
+  int mlp_hidden_factor = 2;
+  int dim_head_proj = 0;           // 0 (upstream: None): embed_target_coords.dim_embed / num_heads
+  double softcap = 0.0;            // only 0
+};
+
+// `pred_head:` block: the ensemble prediction head.
+struct PredHeadConfig {
+  int ens_size = 1;
+  int num_layers = 1;
+  std::string final_activation = "Identity";  // a torch.nn activation name
+};
+
 // Settings of the synthetic source (`synthetic:` block of a stream file).
 struct SyntheticConfig {
   int num_channels = 16;      // C
-  int grid_lat = 8;           // cells along latitude  (tokens per sample = lat*lon)
-  int grid_lon = 16;          // cells along longitude
+  int grid_lat = 8;           // grid points along latitude
+  int grid_lon = 16;          // grid points along longitude
   int num_waves = 6;          // moving waves summed per field
   double noise = 0.05;        // std of white noise added (in field units)
   double time_step_hours = 6; // spacing of consecutive time points
@@ -49,25 +73,36 @@ struct SyntheticConfig {
 // One stream file entry (`<NAME>: {...}` in a file of streams_directory).
 struct StreamConfig {
   std::string name;                     // the map key, e.g. "ERA5"
-  std::string type = "synthetic";       // "synthetic" | "anemoi" (an anemoi-datasets Zarr v2 store)
-  std::vector<std::string> filenames;   // anemoi: the store, relative to data_path unless absolute
-  // anemoi channel selection, substring rules on the store's variable names:
-  // a channel is a source (model input) if some `source` entry occurs in its
+  std::string type = "synthetic";       // "anemoi" (anemoi-datasets Zarr v2) | "obs" (observation Zarr) | "synthetic"
+  std::vector<std::string> filenames;   // the stores, relative to data_path unless absolute
+  // Channel selection, substring rules on the store's variable names: a
+  // channel is a source (model input) if some `source` entry occurs in its
   // name (or `source` is empty) and no `source_exclude` entry does; a target
   // (in the loss) likewise with `target` / `target_exclude`.
   std::vector<std::string> source;
   std::vector<std::string> source_exclude;
   std::vector<std::string> target;
   std::vector<std::string> target_exclude;
+  std::vector<std::pair<std::string, double>> channel_weights;  // target channel -> loss weight (default 1)
   double loss_weight = 1.0;
-  double masking_rate = -1.0;           // < 0: use the global masking_rate
+  double masking_rate = -1.0;           // read, never used (as upstream); the global masking_rate applies
+  double masking_rate_none = -1.0;      // read, never used (as upstream)
   int token_size = 8;                   // points per token
   bool tokenize_spacetime = false;
+  bool diagnostic = false;              // no source tokens: the stream is only predicted
+  double sampling_rate_target = -1.0;   // < 0: the global sampling_rate_target
+  int64_t max_num_targets = -1;         // <= 0: no cap
+  std::string location_weight;          // "" | cosine_latitude: per-point weights of the loss
+  std::string frequency;                // anemoi: "HH:MM:SS", every k-th date; "": the store's
+  std::string base_datetime;            // obs: origin of the hourly index ("": 1970-01-01T00:00:00)
   EmbedNetConfig embed;
+  TargetCoordsConfig embed_target_coords;
+  TargetReadoutConfig target_readout;
+  PredHeadConfig pred_head;
   SyntheticConfig synthetic;
   Origin origin;                        // file and line of the stream entry
-  // The channels an anemoi stream carries come from its store: the data
-  // layer reports them (StreamShape, wg/data/batch.h), the config does not.
+  // The channels a file-backed stream carries come from its store: the data
+  // layer reports them (StreamShape, wg/data/stream_shape.h), the config does not.
 };
 
 // ---- activation recomputation ("gradient checkpointing" in the keys) ------
@@ -90,12 +125,17 @@ struct SectionRecompute {
 // The settings of every section of the model, one field per section (the
 // table of sections, with WeatherGenerator's key names, is
 // wg/config/recompute_sections.h). WeatherGenerator's booleans
-// (embed_gradient_checkpoint_mode, ...) are already folded in as Full/None
-// where the structured form does not name a section.
+// (embed_gradient_checkpoint_mode, ...) are already folded in where the
+// structured form does not name a section. Defaults: upstream's PR #1168
+// family, its five switches off, the rest recomputed as there.
 struct RecomputeConfig {
-  SectionRecompute embed{false, RecomputeMode::Full, 1, {}, {}};  // embed_gradient_checkpoint_mode: true
-  SectionRecompute latent;
-  SectionRecompute pred;
+  SectionRecompute embed;
+  SectionRecompute ae_local;
+  SectionRecompute ae_adapter;
+  SectionRecompute ae_aggregation{false, RecomputeMode::Full, 1, {}, {}};
+  SectionRecompute ae_global;
+  SectionRecompute forecast{false, RecomputeMode::Full, 1, {}, {}};
+  SectionRecompute pred{false, RecomputeMode::EveryN, 1, {}, {}};  // the decoder blocks
 };
 
 // A per-node rule (`checkpoint_node_rules`, a list, applied in order, later
@@ -152,12 +192,20 @@ struct LrConfig {
   std::string lr_policy_warmup = "cosine";   // linear | cosine
   std::string lr_policy_decay = "constant";  // constant | linear | cosine
   std::string lr_policy_cooldown = "linear"; // linear | cosine
-  std::string lr_scaling_policy = "sqrt";    // none | linear | sqrt
+  std::string lr_scaling_policy = "sqrt";    // const | linear | sqrt
 };
 
 struct LossTerm {
   std::string name;  // "mse" | "mae"
   double weight = 1.0;
+};
+
+// One mode's losses (training_mode_config / validation_mode_config:
+// `losses: {LossPhysical: {weight, loss_fcts}}`); LossPhysical is the one
+// loss module here.
+struct LossConfig {
+  double weight = 1.0;
+  std::vector<LossTerm> loss_fcts;
 };
 
 struct TrainLogFreq {
@@ -168,6 +216,15 @@ struct TrainLogFreq {
 
 enum class NanPolicy { Error, Skip };
 
+// masking_strategy_config
+struct MaskingStrategyConfig {
+  std::vector<std::string> strategies = {"random", "healpix", "channel"};  // combination
+  std::vector<double> probabilities = {0.34, 0.33, 0.33};                  // combination
+  int hl_mask = 3;                                                         // healpix
+  std::string mode = "per_cell";                                           // channel: per_cell | global
+  bool same_strategy_per_batch = false;
+};
+
 // ---- the whole run -------------------------------------------------------
 
 struct Config {
@@ -176,34 +233,100 @@ struct Config {
   std::string run_root = "runs";  // run directory = run_root/run_id
   uint64_t seed = 42;
 
-  // model: embed section (per-stream nets in StreamConfig::embed)
+  // model (wg-model.md §1; per-stream nets in StreamConfig)
+  int healpix_level = 5;
   std::string embed_orientation = "channels";  // only "channels"
+  bool embed_local_coords = true;              // only true
+  bool embed_centroids_local_coords = false;   // only false
   std::string embed_unembed_mode = "block";    // block | full
   int embed_size_centroids = 0;
   double embed_dropout_rate = 0.1;
   double embed_dropout_final_rate = 0.1;  // on the embed output (fixed 0.1 in WeatherGenerator)
-  int ae_local_dim_embed = 1024;  // dim_out of every embed transformer
+  double pred_dropout_rate = 0.1;         // in the decoder's blocks (fixed 0.1 in WeatherGenerator)
+  bool target_cell_local_prediction = true;  // only true
 
-  // model: latent section (WeatherGenerator's global assimilation engine)
+  int ae_local_dim_embed = 1024;
+  int ae_local_num_blocks = 2;
+  int ae_local_num_heads = 16;
+  double ae_local_dropout_rate = 0.1;
+  bool ae_local_with_qk_lnorm = true;
+  int ae_local_num_queries = 1;
+  bool ae_local_queries_per_cell = false;  // only false
+
+  int ae_adapter_num_heads = 16;
+  int ae_adapter_embed = 128;
+  bool ae_adapter_with_qk_lnorm = true;
+  bool ae_adapter_with_residual = true;
+  double ae_adapter_dropout_rate = 0.1;
+
   int ae_global_dim_embed = 2048;
   int ae_global_num_blocks = 8;
   int ae_global_num_heads = 32;
   double ae_global_dropout_rate = 0.1;
+  bool ae_global_with_qk_lnorm = true;
+  double ae_global_att_dense_rate = 1.0;
+  int ae_global_block_factor = 64;
   int ae_global_mlp_hidden_factor = 2;
 
-  // model: prediction heads
-  int pred_mlp_hidden_factor = 2;  // hidden width = factor * latent width
+  int ae_aggregation_num_blocks = 2;
+  int ae_aggregation_num_heads = 32;
+  double ae_aggregation_dropout_rate = 0.1;
+  bool ae_aggregation_with_qk_lnorm = true;
+  double ae_aggregation_att_dense_rate = 1.0;
+  int ae_aggregation_block_factor = 64;
+  int ae_aggregation_mlp_hidden_factor = 2;
 
+  std::string decoder_type = "PerceiverIOCoordConditioning";  // only this one
+  bool pred_adapter_kv = false;  // only false
+  bool pred_self_attention = true;
+  bool pred_dyadic_dims = false;  // only false
+  bool pred_mlp_adaln = true;
+
+  int forecast_offset = 0;
+  int forecast_delta_hrs = 0;    // 0: len_hrs
+  int forecast_steps = 0;
+  std::string forecast_policy;   // "" (null) | fixed
+  double forecast_att_dense_rate = 1.0;
+  int fe_num_blocks = 0;
+  int fe_num_heads = 16;
+  double fe_dropout_rate = 0.1;
+  bool fe_with_qk_lnorm = true;
+  double impute_latent_noise_std = 0.0;
+
+  double norm_eps = 1e-4;
+  double mlp_norm_eps = 1e-5;
   std::string norm_type = "LayerNorm";  // LayerNorm | RMSNorm
-  bool with_mixed_precision = true;     // CUDA only: bf16 autocast of attention
-  std::string attention_dtype = "bf16"; // bf16 | fp32 (CUDA only)
+  bool with_mixed_precision = true;     // CUDA only: autocast in attention_dtype
+  bool with_flash_attention = true;     // accepted; attention here is its own
+  std::string attention_dtype = "bf16"; // bf16 | fp16 | fp32 (CUDA only)
+  std::string mixed_precision_dtype = "bf16";
+  double latent_noise_kl_weight = 0.0;  // only 0
+
+  // EMA of the weights, used for validation
+  bool validate_with_ema = true;
+  double ema_ramp_up_ratio = 0.09;
+  double ema_halflife_in_thousands = 1e-3;
+
+  // what is trained
+  std::string training_mode = "masking";  // masking | forecast
+  LossConfig training_loss{0.7, {{"mse", 0.8}, {"mae", 0.2}}};  // training_mode_config.losses.LossPhysical
+  LossConfig validation_loss{1.0, {{"mse", 1.0}}};              // validation_mode_config.losses.LossPhysical
+  // timestep_weight: [gamma_decay, gamma] weighs forecast step i by gamma^i
+  // (renormalised to sum to the number of steps); empty: 1 for every step.
+  std::string timestep_weight;
+  double timestep_weight_param = 1.0;
 
   // data
   std::string streams_directory = "streams/era5_1deg/";  // as written; the loader resolves it
   std::vector<StreamConfig> streams;  // loaded from streams_directory
   int batch_size_per_gpu = 1;
+  int batch_size_validation_per_gpu = 1;
   double masking_rate = 0.6;
   bool masking_rate_sampling = true;
+  double sampling_rate_target = 1.0;
+  std::string masking_strategy = "random";  // random | block | healpix | channel | causal | combination
+  MaskingStrategyConfig masking_strategy_config;
+  bool shuffle = true;
   int num_mini_epochs = 32;
   int64_t samples_per_mini_epoch = 4096;
   int64_t samples_per_validation = 0;  // validated after every mini-epoch (all ranks together); 0: no validation
@@ -227,7 +350,6 @@ struct Config {
   LrConfig lr;
   double grad_clip = 1.0;                 // 0: no clipping
   double weight_decay = 0.1;
-  std::vector<LossTerm> loss_fcts = {{"mse", 1.0}};
   NanPolicy nan_policy = NanPolicy::Error;
   int max_consecutive_nan_skips = 10;
 
@@ -249,7 +371,7 @@ struct Config {
 
   // execution
   std::string device = "auto";  // auto | cpu | cuda
-  int num_threads = 0;          // 0: cores of the node / ranks on the node
+  int num_threads = 0;          // 0: $OMP_NUM_THREADS if set, else cores of the node / ranks on the node
 
   TrainLogFreq train_log_freq;
 };

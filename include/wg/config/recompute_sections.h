@@ -6,9 +6,11 @@
 // its field in RecomputeConfig.
 //
 // WeatherGenerator's sections, in forward order: embed, ae_local,
-// ae_adapter, ae_aggregation, ae_global, forecast, pred. This model has
-// embed, latent (its stand-in for ae_global) and pred; upstream's switches
-// for the others are accepted and listed in absent_recompute_switches().
+// ae_adapter, ae_aggregation, ae_global, forecast, pred. Upstream's PR #1168
+// family has a boolean for five of them; aggregation and forecast have none
+// (upstream always recomputes them), so only the structured form sets them.
+// `latent` (this trainer's earlier name of ae_global) is an alias with a
+// warning.
 #pragma once
 
 #include <string>
@@ -20,9 +22,14 @@ namespace wg {
 
 struct RecomputeSectionInfo {
   std::string name;                        // "embed": gradient_checkpointing.embed, plan keys "embed.<stream>/..."
-  std::string flag;                        // WeatherGenerator's boolean, canonical spelling
-  std::vector<std::string> flag_spellings; // further spellings of the flag (upstream's typos and renames)
+  std::string flag;                        // WeatherGenerator's boolean, upstream's spelling; "" if it has none
+  std::vector<std::string> flag_spellings; // further spellings of the flag (corrected typos, older names)
   SectionRecompute RecomputeConfig::*field;
+  // What the boolean means: true gives flag_on, false flag_off (the
+  // decoder's blocks stay recomputed when pred_gradient_checkpoint_mode is
+  // false, as upstream).
+  RecomputeMode flag_on = RecomputeMode::Full;
+  RecomputeMode flag_off = RecomputeMode::None;
   bool per_stream = false;                 // one instance per stream (plan keys carry the stream)
   // The section's block count for a configuration (the deepest stream for
   // per-stream sections; a section without blocks counts as one), and the
@@ -37,13 +44,15 @@ const std::vector<RecomputeSectionInfo>& recompute_sections();
 const RecomputeSectionInfo* find_recompute_section(const std::string& name);
 std::vector<std::string> recompute_section_names();
 
-// WeatherGenerator switches of sections this model does not have yet: the
-// key (every spelling) and the section it names. Accepted; no effect.
-struct AbsentRecomputeSwitch {
-  std::vector<std::string> spellings;  // canonical first
-  std::string section;                 // e.g. "local assimilation blocks (ae_local_blocks)"
+// Older names of sections and switches, accepted with a warning.
+struct LegacyRecomputeName {
+  std::string old_name;  // "latent" (gradient_checkpointing.latent), "ae_global_gradient_checkpoint_mode"
+  std::string new_name;  // "ae_global", "assimilate_global_gradient_checkpoint_mode"
 };
-const std::vector<AbsentRecomputeSwitch>& absent_recompute_switches();
+const std::vector<LegacyRecomputeName>& legacy_recompute_sections();
+const std::vector<LegacyRecomputeName>& legacy_recompute_flags();
+// The section `name` stands for: itself, or the new name of a legacy one.
+std::string current_section_name(const std::string& name);
 
 const char* recompute_mode_name(RecomputeMode mode);
 

@@ -16,14 +16,14 @@
 #include <thread>
 #include <vector>
 
-#include "wg/data/batch.h"
+#include "wg/data/sample_builder.h"
 #include "wg/data/dataset.h"
 
 namespace wg {
 
 class BatchLoader {
  public:
-  using Producer = std::function<Batch(int64_t step)>;
+  using Producer = std::function<BuiltBatch(int64_t step)>;
 
   // Serves `dataset.batch(step)`; the dataset must outlive the loader and its
   // batch() be thread-safe. `workers` 0: each batch is produced inside
@@ -42,7 +42,7 @@ class BatchLoader {
   // call (the first call, a resume, a test) discards what was prepared and
   // restarts production from `step`. An exception the producer threw for
   // `step` is rethrown here, unchanged.
-  Batch next(int64_t step);
+  BuiltBatch next(int64_t step);
   // Seconds the last next() blocked: waiting for a worker, or producing the
   // batch itself without workers.
   double last_wait_seconds() const { return last_wait_seconds_; }
@@ -51,11 +51,11 @@ class BatchLoader {
  private:
   struct Slot {  // a step claimed by a worker
     bool done = false;
-    Batch batch;
+    BuiltBatch batch;
     std::exception_ptr error;
   };
 
-  Batch take(int64_t step);
+  BuiltBatch take(int64_t step);
   void restart(int64_t step);
   bool claimable() const;
   void work();

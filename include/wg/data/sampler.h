@@ -1,5 +1,5 @@
-// Which samples a rank trains on at a given step, and which of their tokens
-// are masked. Deterministic: a function of (seed, mini-epoch, step, rank).
+// Which samples a rank trains on at a given step. Deterministic: a function
+// of (seed, mini-epoch, step, rank).
 //
 // Every mini-epoch draws a fresh permutation of its samples_per_mini_epoch
 // sample ids (ids are disjoint across mini-epochs: epoch e owns
@@ -29,19 +29,5 @@ class Sampler {
   int world_;
   int64_t steps_per_epoch_;
 };
-
-// The sampled masking rate (masking_rate_sampling): drawn around the
-// configured rate with this spread, clamped to [floor, 1 - floor].
-constexpr double kMaskingRateSpread = 0.1;
-constexpr double kMaskingRateFloor = 0.05;
-
-// Masks round(rate * tokens) tokens (at least 1, at most tokens-1), chosen
-// uniformly by a generator seeded from (seed, sample id, stream). With
-// `sample_rate`, the rate itself is drawn around `rate` (std
-// kMaskingRateSpread, clamped to [kMaskingRateFloor, 1 - kMaskingRateFloor])
-// per sample and stream, as WeatherGenerator's
-// masking_rate_sampling does.
-std::vector<uint8_t> token_mask(uint64_t seed, int64_t sample_id, uint64_t stream_hash, int tokens,
-                                double rate, bool sample_rate);
 
 }  // namespace wg

@@ -10,7 +10,9 @@
 // become ready in a different order (different checkpoint plans) still issue
 // the same collectives. finish() marks buckets whose parameters got no
 // gradient this step as complete (zeros), waits, and writes the averages
-// back into every parameter's .grad. Gradients from recomputed pieces arrive
+// back into the .grad of every parameter that had a gradient on some rank
+// (each bucket carries one flag per parameter, summed with it); a parameter
+// no rank had a gradient for keeps none, so AdamW skips it as on one rank. Gradients from recomputed pieces arrive
 // through the same accumulators, so checkpointing changes only the timing.
 #pragma once
 
@@ -56,7 +58,8 @@ class GradSync {
   struct Bucket {
     std::vector<size_t> params;   // indices into params_
     std::vector<int64_t> offsets; // element offset of each param in the buffer
-    torch::Tensor buffer;         // flat float32, on the params' device
+    torch::Tensor buffer;         // flat float32, on the params' device: the gradients, then one flag per param
+    int64_t flags = 0;            // offset of the flags (1 where the rank had a gradient; summed by the allreduce)
     size_t ready = 0;
     bool complete = false;
   };

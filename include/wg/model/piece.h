@@ -1,6 +1,9 @@
 // A recomputable piece of a section, as the section's forward loop sees it:
-// its key in the plan, the function, the parameters it reads, and the
-// plan's decision.
+// its key in the plan, the function, every tensor it reads that needs a
+// gradient besides its input (module parameters; another activation, such
+// as the keys of a cross-attention), and the plan's decision. A section
+// builds its pieces (once, or per call when they read per-call tensors) and
+// runs them with run_pieces: its one call site of the plan.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,9 +19,23 @@ namespace wg {
 struct Piece {
   PieceKey key;
   PieceFn fn;
-  std::vector<torch::Tensor> params;
+  std::vector<torch::Tensor> params;  // parameters and other tensors fn reads that need gradients
   bool recompute = false;
 };
+
+// The plan's decision for each key (the plan must have every key).
+inline std::vector<bool> recompute_flags(const std::vector<PieceKey>& keys, const RecomputePlan& plan) {
+  std::vector<bool> on;
+  for (const PieceKey& k : keys) on.push_back(plan.get(k));
+  return on;
+}
+
+// The parameters of a module followed by more tensors.
+inline std::vector<torch::Tensor> with_params(const torch::nn::Module& m, std::vector<torch::Tensor> more = {}) {
+  std::vector<torch::Tensor> out = m.parameters();
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
 
 // The pieces' keys, in order.
 inline std::vector<PieceKey> keys_of(const std::vector<Piece>& pieces) {

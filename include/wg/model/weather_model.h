@@ -1,84 +1,86 @@
-// The network the trainer trains: per-stream embed transformers (section
-// `embed`), the latent adapter and engine (section `latent`), per-stream
-// prediction heads (section `pred`). Masked token modelling: the embed sees
-// only visible tokens; masked positions enter the latent engine as a learned
-// mask token; heads predict the masked tokens' values.
+// WeatherGenerator's model, whole (wg-model.md §4, §6): per-stream embed
+// transformers scattered into a cell-ordered token buffer, attention within
+// each HEALPix cell, one query per cell cross-attending to its tokens,
+// aggregation over the non-empty cells, the global engine over every cell,
+// the forecast engine between target steps, and per stream a decoder that
+// predicts each target point from the 9 latent cells around it.
 //
-// state_dict names: embed_engine.embeds.<S>.*, latent_adapter.*,
-// latent_engine.*, pred_heads.<S>.*
+// state_dict (named_parameters) order: q_cells, embed_engine.embeds.<s>,
+// ae_local_engine, ae_local_global_engine, ae_aggregation_engine,
+// ae_global_engine, forecast_engine, embed_target_coords.<s>,
+// target_token_engines.<s>, pred_heads.<s>. The fixed tables (upstream's
+// ModelParams) are neither parameters nor buffers: not in the state_dict;
+// they follow the model to its device at the first forward there. A
+// diagnostic stream has no embed transformer (upstream: Identity).
+//
+// B samples: every sample has its own C cells (global cell g = b·C + c),
+// attention never mixes samples; for B = 1 this is upstream's forward.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
-#include "wg/config/config.h"
-#include "wg/data/batch.h"
-#include "wg/plan/recompute_plan.h"
 #include "wg/model/embed_transformer.h"
-#include "wg/model/latent.h"
+#include "wg/model/engines.h"
+#include "wg/model/model_batch.h"
+#include "wg/model/model_options.h"
+#include "wg/model/prediction.h"
+#include "wg/model/tables.h"
 
 namespace wg {
 
-struct StreamInput {
-  std::string stream;
-  torch::Tensor values;     // [B, T, token_size, C] normalised
-  torch::Tensor centroids;  // [B, T, 5]
-  torch::Tensor visible;    // [Nv] int64: flat indices into B*T
-  torch::Tensor masked;     // [Nm] int64
-  torch::Tensor valid;      // [B, T, token_size, C] float 1/0: real targets; undefined = all
-};
 
-struct ModelInput {
-  int64_t batch_size = 0;
-  std::vector<StreamInput> streams;  // config order
+struct ModelOutput {
+  // [prediction i][stream]: [ens, P, channels] for target step
+  // forecast_offset + i (every sample's points, global-cell order);
+  // undefined when the stream has no target point at that step (or its
+  // coordinates hold NaN).
+  std::vector<std::vector<torch::Tensor>> preds;
+  // With record_sections: "embed", "ae_local", "ae_adapter",
+  // "ae_aggregation", "ae_global", "forecast.<f>" (docs/step-dump.md).
+  std::map<std::string, torch::Tensor> sections;
 };
-
-// Joins the latent tokens of all streams of a sample: projection to the
-// latent width, learned mask token at masked positions, an embedding of
-// every token's centroid (so masked tokens know where they are), positional
-// encoding over token positions, and a learned embedding per stream.
-class LatentAdapterImpl : public torch::nn::Module {
- public:
-  LatentAdapterImpl(int dim_in, int dim, int num_streams);
-  // emb [Nv, num_tokens, dim_in] of stream s, centroids [B*T, 5] -> [B, T*num_tokens, dim]
-  torch::Tensor forward(const torch::Tensor& emb, const torch::Tensor& visible, const torch::Tensor& centroids,
-                        int64_t B, int64_t T, int stream);
-
- private:
-  torch::nn::Linear proj_in{nullptr}, embed_coords{nullptr};
-  torch::Tensor mask_token, stream_embed;
-};
-TORCH_MODULE(LatentAdapter);
 
 class WeatherModelImpl : public torch::nn::Module {
  public:
-  // `shapes`: what the data layer resolved for each stream of config.streams, in order.
-  WeatherModelImpl(const Config& config, const std::vector<StreamShape>& shapes);
+  explicit WeatherModelImpl(const ModelOptions& options);
 
   // Applies the plan to every section. Call before training, and again
-  // only between steps (the automatic planner's fallback does).
+  // only between steps (the out-of-memory fallback does).
   void set_plan(const RecomputePlan& plan);
-  // The keys of its recomputable pieces in forward order, each once (every
-  // stream's head is the one piece pred/head): model_pieces(config).
+  // Its recomputable pieces in forward order, each once.
   std::vector<PieceKey> piece_keys() const;
-  // Sees every piece's forward in every section; nullptr: none.
   void set_observer(PieceObserver* observer);
 
-  // Predictions for the masked tokens of each stream: [Nm, token_size, C].
-  std::vector<torch::Tensor> forward(const ModelInput& input);
+  ModelOutput forward(const ModelBatch& batch, bool record_sections = false);
+
+  const ModelOptions& options() const { return o_; }
+  // The fixed tables, on the device of the last forward (CPU before).
+  const ModelTables& tables() const { return tables_; }
 
  private:
-  std::vector<StreamConfig> streams_;
-  torch::nn::ModuleDict embeds_{nullptr};
-  LatentAdapter latent_adapter{nullptr};
-  LatentEngine latent_engine{nullptr};
-  torch::nn::ModuleDict pred_heads{nullptr};
-  int dim_latent_;
+  torch::Tensor embed_tokens(const ModelBatch& batch);
+  torch::Tensor aggregate(const torch::Tensor& queries, const std::vector<int64_t>& per_sample);
+  std::vector<torch::Tensor> predict(const ModelBatch& batch, int64_t step, const torch::Tensor& latent);
+
+  ModelOptions o_;
+  torch::Tensor q_cells;
+  ModelTables tables_;
+  std::vector<StreamEmbedTransformer> embeds_;
+  std::vector<int> embed_of_stream_;  // [S] index into embeds_, -1 for a diagnostic stream
+  LocalEngine ae_local_{nullptr};
+  Adapter ae_adapter_{nullptr};
+  TransformerEngine ae_aggregation_{nullptr}, ae_global_{nullptr}, forecast_{nullptr};
+  std::vector<CoordEmbedding> coords_;
+  std::vector<TargetTokenEngine> decoders_;
+  std::vector<EnsPredictionHead> heads_;
+  std::vector<PieceKey> pred_keys_;     // all streams' pred pieces, forward order
+  std::vector<bool> pred_recompute_;
+  PieceObserver* observer_ = nullptr;
 };
 TORCH_MODULE(WeatherModel);
-
-EmbedOptions embed_options(const Config& config, const StreamConfig& stream, const StreamShape& shape);
 
 }  // namespace wg

@@ -12,16 +12,17 @@ namespace wg {
 
 enum class PieceKind {
   Input,      // a section's input layers (embed: Linear + positional encoding)
-  Attention,  // a block's attention layer (with its norm and residual)
+  Attention,       // a block's self-attention layer (with its norm and residual)
+  CrossAttention,  // a block's cross-attention layer (queries attend to another sequence)
   Mlp,        // a block's MLP layer
   Readout,    // a section's output layers (embed: per-channel read-out)
   Head,       // a prediction head
 };
 
-const char* piece_kind_name(PieceKind kind);  // "input", "attn", "mlp", "readout", "head"
+const char* piece_kind_name(PieceKind kind);  // "input", "attn", "cross", "mlp", "readout", "head"
 
 struct PieceKey {
-  std::string section;  // "embed", "latent", "pred" (wg/config/recompute_sections.h)
+  std::string section;  // "embed", "ae_local", ..., "pred" (wg/config/recompute_sections.h)
   std::string stream;   // per-stream sections: the stream; else ""
   int block = -1;       // the block of a block piece (Attention, Mlp); -1 otherwise
   PieceKind kind = PieceKind::Input;
@@ -30,9 +31,9 @@ struct PieceKey {
   static PieceKey in_block(std::string section, std::string stream, int block, PieceKind kind);
 
   bool in_a_block() const { return block >= 0; }
-  bool is_attention() const { return kind == PieceKind::Attention; }
+  bool is_attention() const { return kind == PieceKind::Attention || kind == PieceKind::CrossAttention; }
 
-  std::string section_label() const;  // "embed.ERA5", "latent"
+  std::string section_label() const;  // "embed.ERA5", "ae_global"
   std::string piece_label() const;    // "block0.attn", "input", "head"
   std::string str() const;            // section_label() + "/" + piece_label()
 

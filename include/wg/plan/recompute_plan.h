@@ -11,8 +11,10 @@
 //   selective  the attention pieces (the largest activations, cheap to redo)
 //   every_n    blocks 0, n, 2n, ... (all their pieces)
 //   blocks     these blocks (all their pieces), on top of the mode
-// A section without blocks (the prediction head) counts as one block,
-// block 0, made of its pieces.
+// A section without block pieces counts as one block, block 0, made of its
+// pieces. In a section with blocks, the pieces outside them (an embed's
+// input and read-out, a decoder's coordinate embedding and head) are
+// recomputed by `full` only.
 #pragma once
 
 #include <string>
@@ -52,9 +54,12 @@ class RecomputePlan {
   std::vector<bool> on_;
 };
 
-// The model's pieces for `config`, in forward order: per stream the embed
-// transformer (input, per block attn and mlp, readout), the latent blocks,
-// the prediction head. WeatherModel builds exactly these (a test checks).
+// The model's pieces for `config`, in forward order: per stream with source
+// tokens the embed transformer (input, per block attn and mlp, readout);
+// the local blocks; the adapter (block0.cross, block0.mlp, block1.cross);
+// the aggregation, global and forecast blocks; per stream the decoder
+// (input, per layer cross, attn, mlp, head). WeatherModel builds exactly
+// these (a test checks).
 std::vector<PieceKey> model_pieces(const Config& config);
 
 // The plan the section settings select (see above). Throws

@@ -43,6 +43,8 @@ class Coordinator : public MetricsSink {
   RankWindow window_;
   double window_samples_ = 0, window_tokens_ = 0, window_seconds_ = 0, window_data_ = 0;
   int window_steps_ = 0;
+  double stream_sum_[RankWindow::kMaxStreams] = {};  // per-stream losses of the window (finite ones)
+  int stream_count_[RankWindow::kMaxStreams] = {};
   AsyncGather gather_;
 };
 

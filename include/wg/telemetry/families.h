@@ -55,6 +55,7 @@ struct JobFamilies {
   // Per rank (rank, node, local_rank, device)
   Family<Counter>& steps;
   Family<Gauge>& loss;
+  Family<Gauge>& stream_loss;
   Family<Gauge>& samples_per_second;
   Family<Gauge>& tokens_per_second;
   Family<Histogram>& step_duration;

@@ -32,8 +32,10 @@ struct RunIdentity {
 class JobTelemetry {
  public:
   // `plan_pieces`: the recomputation plan's pieces, in the order of
-  // RankWindow::recomputed.
-  JobTelemetry(const TelemetryConfig& config, const RunIdentity& run, std::vector<PieceKey> plan_pieces);
+  // RankWindow::recomputed; `streams`: the stream names, in the order of
+  // RankWindow::stream_loss.
+  JobTelemetry(const TelemetryConfig& config, const RunIdentity& run, std::vector<PieceKey> plan_pieces,
+               std::vector<std::string> streams = {});
   ~JobTelemetry();
 
   // Starts the endpoint and writes the file_sd target (when configured).
@@ -56,6 +58,7 @@ class JobTelemetry {
   TelemetryConfig config_;
   RunIdentity run_;
   std::vector<PieceKey> plan_pieces_;
+  std::vector<std::string> streams_;
   // Shared: the endpoint collects from it through a weak reference.
   std::shared_ptr<prometheus::Registry> registry_;
   telemetry::JobFamilies families_;  // registered in registry_, which owns them

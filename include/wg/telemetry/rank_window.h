@@ -11,13 +11,14 @@ namespace wg {
 struct RankWindow {
   static constexpr int kMaxDurations = 256;  // step durations of the window (more: the last ones)
   static constexpr int kMaxPieces = 512;     // checkpoint plan pieces, in plan-key order
+  static constexpr int kMaxStreams = 32;     // per-stream losses, in config order
 
   int32_t rank = 0;
   int32_t local_rank = 0;
   int32_t node_index = 0;
   int32_t num_durations = 0;
   int32_t num_pieces = 0;
-  int32_t reserved = 0;
+  int32_t num_streams = 0;
   int64_t step = 0;  // steps finished by the rank
   int64_t nonfinite_total = 0;
   int64_t skipped_total = 0;
@@ -36,6 +37,7 @@ struct RankWindow {
   double data_wait_ratio = 0;    // share of the window's step time spent waiting for data
   double last_step_unix_seconds = 0;
   double durations[kMaxDurations] = {};
+  double stream_loss[kMaxStreams] = {};  // mean over the window's steps with data; NaN: none
   uint8_t recomputed[kMaxPieces] = {};
   char host[64] = {};
   char device[16] = {};

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace wg {
 
@@ -27,6 +29,20 @@ struct StepMetrics {
   bool skipped = false;             // the step was skipped on every rank (a non-finite loss on some rank, nan_policy: skip)
   int oom_retries = 0;              // attempts repeated after running out of memory
   double validation_loss = -1;      // after this step (the end of a mini-epoch): the validation loss; < 0: none
+  // Per stream, in config order (names in StepLossNames): the stream's loss
+  // (its first loss function, mean over channels; NaN: no data this step),
+  // and per (stream, loss function) the per-channel losses as upstream logs
+  // them (NaN: no data).
+  std::vector<double> stream_losses;
+  std::vector<std::vector<double>> channel_losses;
+};
+
+// The names the per-stream and per-channel losses of StepMetrics go by;
+// fixed for a run.
+struct StepLossNames {
+  std::vector<std::string> streams;                 // [S]
+  std::vector<std::string> channel_loss_keys;       // [S * loss functions]: "<stream>.<fct>"
+  std::vector<std::vector<std::string>> channels;   // [S * loss functions]: the target channels
 };
 
 struct RunSummary {

@@ -1,25 +1,21 @@
-// Host batch -> model input tensors on the run's device, and the masked
-// targets the loss compares against.
+// A host batch of the data pipeline (wg/data/sample_builder.h) as the
+// model's tensors on the run's device (wg/model/model_batch.h), and its
+// size for throughput figures.
 #pragma once
 
 #include <torch/torch.h>
 
-#include <vector>
-
-#include "wg/data/batch.h"
-#include "wg/model/weather_model.h"
+#include "wg/data/sample_builder.h"
+#include "wg/model/model_batch.h"
 
 namespace wg {
 
-ModelInput to_model_input(const Batch& batch, const torch::Device& device);
+// Copies every array once into tensors on `device`.
+ModelBatch to_model_batch(const BuiltBatch& batch, const torch::Device& device);
 
-// Per stream, the values of the masked tokens: [Nm, token_size, C].
-std::vector<torch::Tensor> masked_targets(const ModelInput& input);
-// Per stream, which of those values are real targets ([Nm, token_size, C],
-// 1/0), or an undefined tensor when all are (see StreamBatch::valid).
-std::vector<torch::Tensor> masked_valid(const ModelInput& input);
-
-// Tokens in the batch, all streams (for tokens/s).
-int64_t token_count(const Batch& batch);
+// Source tokens in the batch, all streams and samples (for tokens/s).
+int64_t token_count(const BuiltBatch& batch);
+// Target points in the batch, all streams, samples and steps.
+int64_t target_count(const BuiltBatch& batch);
 
 }  // namespace wg

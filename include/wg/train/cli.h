@@ -14,6 +14,8 @@ struct CliOptions {
   bool print_plan = false;          // resolve config and plan, print them, exit
   std::string init_weights;         // safetensors file to initialise from
   std::string init_weights_prefix;  // "P" or "FILE_PREFIX=MODEL_PREFIX" (see io/weights.h)
+  std::string dump_step;            // write one step to this file and exit (docs/step-dump.md)
+  std::string dump_step_dtype = "f32";  // f32 | f64
   bool exit_now = false;            // --help or --version: print `output`, exit 0
   std::string output;
 };

@@ -1,5 +1,5 @@
 // Training checkpoints in the run directory, for stopping and exact resume:
-//   checkpoints/step_<next step, 10 digits>/state.safetensors   model, AdamW, next step (rank 0)
+//   checkpoints/step_<next step, 10 digits>/state.safetensors   model, AdamW, weight average, next step (rank 0)
 //   checkpoints/step_<...>/rng_rank<r>.safetensors              each rank's random generator state
 // Written into a temporary directory and renamed into place once complete,
 // so a crash (even kill -9) mid-write leaves the previous checkpoints

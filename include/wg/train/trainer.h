@@ -1,9 +1,9 @@
 // One rank's training loop: data (this rank's shard, prepared ahead by the
-// loader) -> forward (the plan applied inside the sections) -> masked loss
+// loader) -> forward (the plan applied inside the sections) -> LossPhysical
 // -> backward with gradient averaging across ranks overlapped
-// (dist/grad_sync) -> clip -> AdamW with the schedule. Produces
-// StepMetrics; knows nothing of where they go. Without a DistContext it is
-// a single process.
+// (dist/grad_sync) -> clip -> AdamW with upstream's schedule and β1 -> the
+// weight average (EMA). Produces StepMetrics; knows nothing of where they
+// go. Without a DistContext it is a single process.
 //
 // The trainer applies a recomputation plan and, when a step runs out of
 // memory, asks its out-of-memory handler (wg/plan/oom_policy.h) for the plan
@@ -30,6 +30,7 @@
 #include "wg/plan/oom_policy.h"
 #include "wg/plan/recompute_plan.h"
 #include "wg/telemetry/step_metrics.h"
+#include "wg/train/ema.h"
 #include "wg/train/loss.h"
 #include "wg/train/lr_schedule.h"
 
@@ -43,38 +44,37 @@ class NonFiniteLossError : public std::runtime_error {
 class Trainer {
  public:
   // `data`: the run's dataset for this rank, opened and checked once by the
-  // caller; the trainer owns it from now on. Builds model, optimizer and
-  // schedule; seeds LibTorch's generator with config.seed first, so the
-  // initial weights are reproducible. With `dist` and `comm` (several
-  // ranks), rank 0's weights are broadcast and gradients are averaged every
-  // step; the plan may differ per rank.
+  // caller; the trainer owns it from now on. Builds model, optimizer,
+  // schedule and weight average; seeds LibTorch's generator with
+  // config.seed first, so the initial weights are reproducible. With `dist`
+  // and `comm` (several ranks), rank 0's weights are broadcast and
+  // gradients are averaged every step; the plan may differ per rank.
   Trainer(const Config& config, Dataset data, const RecomputePlan& plan, const torch::Device& device,
           const DistContext* dist = nullptr, Communicator* comm = nullptr);
   ~Trainer();
 
   int64_t total_steps() const { return dataset_.total_steps(); }
-  Batch batch(int64_t step) const { return dataset_.batch(step); }
-  // What the memory planner profiles: step 0's samples at the planning
-  // masking rate (see Dataset::planning_masking_rate).
-  Batch planning_batch() const { return dataset_.batch(0, dataset_.planning_masking_rate()); }
+  BuiltBatch batch(int64_t step) const { return dataset_.batch(step); }
+  // What the memory planner profiles: step 0's batch.
+  BuiltBatch planning_batch() const { return dataset_.batch(0); }
 
   // One step on the run's own batch for `step`, prepared ahead by the
   // loader (loader_num_workers); its data_seconds is the time it waited.
   StepMetrics step(int64_t step);
   // One step on a given batch (tests inject batches here).
-  StepMetrics step_on(const Batch& batch, int64_t step);
+  StepMetrics step_on(const BuiltBatch& batch, int64_t step);
 
-  // The mean masked loss over the validation set (Dataset::validation_batch,
-  // all ranks), in eval mode without gradients; < 0 when there is no
-  // validation set. Collective: every rank calls it at the same point.
-  // Leaves the random generator as it found it, so training is the same
-  // with and without validation.
+  // The mean validation loss over the validation batches (all ranks), in
+  // eval mode without gradients, on the weight average when
+  // validate_with_ema; < 0 when there is no validation. Collective: every
+  // rank calls it at the same point. Leaves the random generator as it
+  // found it, so training is the same with and without validation.
   double validate();
 
   // Forward and backward on `batch` without exchanging gradients or
   // updating weights (the cost profiler's probe); gradients are zeroed
   // after. Returns the peak bytes above those held at its start.
-  int64_t probe(const Batch& batch, PieceObserver* observer);
+  int64_t probe(const BuiltBatch& batch, PieceObserver* observer);
   // Bytes held at the start of a step once training runs: now, plus
   // gradients and AdamW moments not allocated yet.
   int64_t steady_base_bytes() const;
@@ -100,14 +100,24 @@ class Trainer {
   RunSummary train(const std::vector<MetricsSink*>& sinks, const Control& control);
   RunSummary train(const std::vector<MetricsSink*>& sinks) { return train(sinks, Control{}); }
 
+  // The names of StepMetrics' per-stream and per-channel losses.
+  const StepLossNames& loss_names() const { return loss_names_; }
+
   int rank() const { return rank_; }
   int world() const { return world_; }
   const GradSync* grad_sync() const { return grad_sync_.get(); }
   const Dataset& dataset() const { return dataset_; }
   WeatherModel& model() { return model_; }
   torch::optim::AdamW& optimizer() { return *optimizer_; }
+  const LrSchedule& schedule() const { return schedule_; }
+  // The weight average (null without validate_with_ema).
+  WeightAverage* weight_average() { return ema_.get(); }
   const std::string& device_name() const { return device_name_; }
   int64_t parameter_count() const;
+
+  // Forward on `batch` and its training loss, the per-stream losses in
+  // `m` when given (undefined loss: no stream had data).
+  torch::Tensor training_loss(const ModelBatch& batch, StepMetrics* m = nullptr);
 
  private:
   Config config_;
@@ -118,10 +128,13 @@ class Trainer {
   Dataset dataset_;
   WeatherModel model_{nullptr};
   BatchLoader loader_;  // after dataset_: its workers read it until they are joined
-  MaskedLoss loss_;
+  PhysicalLoss loss_, validation_loss_;
+  StepLossNames loss_names_;
   LrSchedule schedule_;
+  AdamConstants adam_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::vector<torch::Tensor> params_;
+  std::unique_ptr<WeightAverage> ema_;
   std::unique_ptr<GradSync> grad_sync_;
   RecomputePlan plan_;
   OomHandler oom_handler_;
@@ -129,11 +142,9 @@ class Trainer {
   int consecutive_skips_ = 0;
 
   bool any_rank(bool flag) const;  // the same answer on every rank
-  // Forward on `input` and the masked loss against its targets (NaN-free: validity applied).
-  torch::Tensor masked_loss(const ModelInput& input);
   // One attempt at forward and backward; returns whether some rank ran out
   // of memory (then every rank retries). Sets m.skipped on a skipped step.
-  bool attempt_step(const ModelInput& input, StepMetrics& m, std::string& oom_what);
+  bool attempt_step(const ModelBatch& batch, StepMetrics& m, std::string& oom_what);
   void optimizer_step(StepMetrics& m);
 };
 
@@ -150,7 +161,7 @@ class TrainerProbe : public PlanProbe {
 
  private:
   Trainer& trainer_;
-  Batch batch_;
+  BuiltBatch batch_;
 };
 
 // gradient_checkpointing.policy auto on this rank: measures the costs with

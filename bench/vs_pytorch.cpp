@@ -1,0 +1,531 @@
+// Benchmark: this trainer against its PyTorch twin (tests/reference/wg_*.py,
+// eager PyTorch written from the model spec), per recomputation mode, on the
+// same model, config, batches, initial weights, optimizer settings per step
+// (upstream's lr schedule and β1, AdamW, clipping), dropout, thread count
+// and BLAS threads.
+//
+// Set-up: loads the config (default config/cpu_small.yml) and writes K step
+// dumps (docs/step-dump.md, float32) of the run's batches 0 … K−1 with
+// write_step_dump: the twin builds its model from the first dump's metadata,
+// loads its weights and tables, and trains on the dumps' batches. Then a
+// short loss-parity run without dropout (both sides, mode none: the losses
+// must agree), then R rounds, alternating: C++ all modes (each a fresh
+// Trainer with the dumps' weights, W warm-up + N timed steps of
+// step_on(batch k % K, k), then P untimed steps for the peak), then the twin
+// (`wg_twin.py bench`) all modes. Per mode and side: median step time over
+// all rounds, steps/s, step peak memory, the C++/twin steps/s and peak
+// ratios. Writes a table, JSON (bench/plot_vs_pytorch.py reads it) and the
+// plot.
+//
+// What is timed, on both sides: a training step on batch tensors made
+// before it (C++: StepMetrics::compute_seconds of Trainer::step_on: zero_grad,
+// forward, loss, backward, clipping, AdamW; the twin: the same, wall time).
+// The weight average (validate_with_ema) is switched off here, as the twin
+// has none; the loader's threads are off (step_on does not use them).
+//
+//   bench_vs_pytorch [--config F]... [--set K=V]... [--threads 2] [--rounds 3] [--warmup 2] [--steps 10]
+//                    [--batches 4] [--profiled-steps 2] [--parity-steps 4] [--side both|cpp|twin]
+//                    [--modes none,full,selective,every_n=2]
+//                    [--breakdown] [--out bench/results/vs_pytorch.json] [--no-plot]
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "wg/config/loader.h"
+#include "wg/config/recompute_sections.h"
+#include "wg/data/dataset.h"
+#include "wg/plan/recompute_plan.h"
+#include "wg/train/batch_tensors.h"
+#include "wg/train/lr_schedule.h"
+#include "wg/train/step_dump.h"
+#include "wg/train/trainer.h"
+#include "wg/util/memory.h"
+#include "wg/util/threads.h"
+#include "wg/util/units.h"
+
+using namespace wg;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+namespace {
+
+const char* kCppMemoryMethod =
+    "counting CPU allocator (install_counting_allocator: every CPU tensor allocation through c10's allocator, not "
+    "oneDNN/BLAS scratch mallocs): StepMetrics peak_bytes minus start_bytes (held when the step's compute began, "
+    "its input tensors made), max over P untimed steps after the timed ones (the batches the twin profiles) and "
+    "over all rounds; cpp_step_peak_bytes_max_timed_steps: the same over every timed step";
+
+struct Mode {
+  const char* name;  // as reported, and the twin's --modes item
+  RecomputeMode mode;
+  int every_n;
+};
+
+const Mode kAllModes[] = {{"none", RecomputeMode::None, 1},
+                          {"full", RecomputeMode::Full, 1},
+                          {"selective", RecomputeMode::Selective, 1},
+                          {"every_n=2", RecomputeMode::EveryN, 2}};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+std::string today() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", std::localtime(&t));
+  return buf;
+}
+
+std::string join_doubles(const std::vector<double>& v) {
+  std::ostringstream os;
+  os.precision(17);
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  return os.str();
+}
+
+// The recomputed pieces of a plan, as key strings.
+std::vector<std::string> recomputed_keys(const RecomputePlan& plan) {
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < plan.size(); ++i)
+    if (plan.recomputed(i)) keys.push_back(plan.pieces()[i].str());
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+// Copies `from` into the trainer's parameters (by name).
+void load_params(Trainer& t, const std::vector<std::pair<std::string, torch::Tensor>>& from) {
+  torch::NoGradGuard no_grad;
+  auto named = t.model()->named_parameters();
+  for (const auto& [name, value] : from) named[name].copy_(value);
+}
+
+struct CppRun {
+  std::vector<double> seconds, losses;
+  int64_t peak_timed = 0, peak_extra = 0;
+};
+
+// One mode: a fresh trainer with the initial weights, W + N timed steps, P more for the peak.
+CppRun run_cpp(const Config& base, const Mode& mode, const std::vector<BuiltBatch>& batches,
+               const std::vector<std::pair<std::string, torch::Tensor>>& weights, int warmup, int steps,
+               int profiled, bool dropout) {
+  const Config c = bench::with_mode(base, mode.mode, mode.every_n);
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  load_params(t, weights);
+  if (!dropout) t.model()->eval();  // the model has no other train-only behaviour (latent noise is 0 here)
+  torch::manual_seed(c.seed);       // the same dropout draws in every mode
+  CppRun r;
+  const size_t K = batches.size();
+  for (int k = 0; k < warmup + steps + profiled; ++k) {
+    const StepMetrics m = t.step_on(batches[size_t(k) % K], k);
+    r.losses.push_back(m.loss);
+    const int64_t peak = m.peak_bytes - m.start_bytes;
+    if (k < warmup) continue;
+    if (k < warmup + steps) {
+      r.seconds.push_back(m.compute_seconds);
+      r.peak_timed = std::max(r.peak_timed, peak);
+    } else {
+      r.peak_extra = std::max(r.peak_extra, peak);
+    }
+  }
+  return r;
+}
+
+// The phases of Trainer::step_on, timed apart (forward + loss, backward, clipping, AdamW).
+json cpp_phases(const Config& base, const Mode& mode, const std::vector<BuiltBatch>& batches,
+                const std::vector<std::pair<std::string, torch::Tensor>>& weights, int warmup, int steps) {
+  const Config c = bench::with_mode(base, mode.mode, mode.every_n);
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  load_params(t, weights);
+  torch::manual_seed(c.seed);
+  auto params = t.model()->parameters();
+  std::vector<double> f, b, cl, o;
+  const auto d = [](Clock::time_point x, Clock::time_point y) { return std::chrono::duration<double>(y - x).count(); };
+  for (int k = 0; k < warmup + steps; ++k) {
+    const ModelBatch input = to_model_batch(batches[size_t(k) % batches.size()], torch::kCPU);
+    const auto t0 = Clock::now();
+    t.optimizer().zero_grad();
+    torch::Tensor loss = t.training_loss(input);
+    loss.item<double>();
+    const auto t1 = Clock::now();
+    loss.backward();
+    loss = torch::Tensor();
+    const auto t2 = Clock::now();
+    torch::nn::utils::clip_grad_norm_(params, c.grad_clip > 0 ? c.grad_clip : 1e30);
+    const auto t3 = Clock::now();
+    for (auto& group : t.optimizer().param_groups())
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(t.schedule().at(k));
+    t.optimizer().step();
+    const auto t4 = Clock::now();
+    if (k < warmup) continue;
+    f.push_back(d(t0, t1)), b.push_back(d(t1, t2)), cl.push_back(d(t2, t3)), o.push_back(d(t3, t4));
+  }
+  return {{"forward_loss", median(f)}, {"backward", median(b)}, {"clip", median(cl)}, {"optimizer", median(o)}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"The C++ trainer against its PyTorch twin (tests/reference/wg_*.py), per recomputation mode",
+               "bench_vs_pytorch"};
+  ConfigSources sources;
+  bench::add_config_options(app, sources);
+  int threads = 2, rounds = 3, warmup = 2, steps = 10, num_batches = 4, profiled = 2, parity_steps = 4;
+  bool no_plot = false, breakdown = false;
+  std::string out = "bench/results/vs_pytorch.json", side = "both";
+  std::vector<std::string> mode_names;
+  for (const Mode& m : kAllModes) mode_names.push_back(m.name);
+  app.add_option("--threads", threads, "intra-op threads of both sides (BLAS: 1)")->capture_default_str();
+  app.add_option("--rounds", rounds, "alternating rounds")->capture_default_str();
+  app.add_option("--warmup", warmup, "warm-up steps per mode and round")->capture_default_str();
+  app.add_option("--steps", steps, "timed steps per mode and round")->capture_default_str();
+  app.add_option("--batches", num_batches, "K: step dumps (batches 0 … K-1) cycled through")->capture_default_str();
+  app.add_option("--profiled-steps", profiled, "untimed steps per mode and round measured for the peak")
+      ->capture_default_str();
+  app.add_option("--parity-steps", parity_steps, "steps of the loss-parity run without dropout (0: none)")
+      ->capture_default_str();
+  app.add_option("--side", side, "run both sides, or only one (for profiling)")
+      ->check(CLI::IsMember({"both", "cpp", "twin"}))
+      ->capture_default_str();
+  app.add_option("--modes", mode_names, "modes to run (subset of none full selective every_n=2)")
+      ->check(CLI::IsMember({"none", "full", "selective", "every_n=2"}))
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--out", out, "JSON results")->capture_default_str();
+  app.add_flag("--breakdown", breakdown, "also time the C++ step's phases per mode (a separate run)");
+  app.add_flag("--no-plot", no_plot, "skip the plot");
+  bench::parse_or_exit(app, argc, argv);
+  bench::default_config(sources);
+  // Same thread environment as the twin's process: OpenMP reads it when it
+  // loads, so the benchmark re-executes itself once with it set.
+  const std::string omp = std::to_string(std::max(1, threads));
+  const char* have_omp = std::getenv("OMP_NUM_THREADS");
+  const char* have_blas = std::getenv("OPENBLAS_NUM_THREADS");
+  if (!(have_omp && omp == have_omp && have_blas && std::string(have_blas) == "1")) {
+    ::setenv("OMP_NUM_THREADS", omp.c_str(), 1);
+    ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    ::execv("/proc/self/exe", argv);
+    std::perror("bench_vs_pytorch: re-exec with OMP_NUM_THREADS set failed; continuing");
+  }
+  if (steps < 1 || rounds < 1 || num_batches < 1 || warmup < 0 || threads < 1 || profiled < 0 || parity_steps < 0) {
+    std::cerr << "--steps, --rounds, --batches and --threads must be >= 1; --warmup, --profiled-steps and "
+                 "--parity-steps >= 0\n";
+    return 2;
+  }
+  const bool run_cpp_side = side != "twin", run_twin_side = side != "cpp";
+  std::vector<Mode> kModes;
+  for (const Mode& m : kAllModes)
+    if (std::find(mode_names.begin(), mode_names.end(), m.name) != mode_names.end()) kModes.push_back(m);
+  spdlog::set_level(spdlog::level::warn);
+  install_counting_allocator();
+  Config base;
+  try {
+    base = load_config(sources);
+  } catch (const ConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  }
+  base.validate_with_ema = false;  // the twin keeps no weight average
+  base.loader_num_workers = 0;     // step_on takes its batch; no loader threads
+  set_compute_threads(threads);
+
+  // ---- shared inputs: K step dumps (weights, tables, batches), the per-step lr and β1
+  const fs::path out_path(out);
+  const fs::path out_dir = out_path.parent_path().empty() ? fs::path(".") : out_path.parent_path();
+  const fs::path work = out_dir / (out_path.stem().string() + "_work");
+  fs::create_directories(work);
+  std::vector<BuiltBatch> batches;
+  std::vector<std::string> dumps;
+  std::vector<std::pair<std::string, torch::Tensor>> weights;
+  std::vector<double> lrs, beta1s, dump_losses;
+  AdamConstants adam;
+  int64_t parameters = 0;
+  const int total_steps = warmup + steps + profiled;
+  {
+    const Config c = bench::with_mode(base, RecomputeMode::None, 1);
+    Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+    for (int k = 0; k < num_batches; ++k) {
+      batches.push_back(t.batch(k % t.total_steps()));
+      const std::string path = (work / ("step" + std::to_string(k) + ".safetensors")).string();
+      dump_losses.push_back(write_step_dump(path, t, c, batches.back(), k, /*float64=*/false));
+      dumps.push_back(path);
+    }
+    for (const auto& p : t.model()->named_parameters()) weights.emplace_back(p.key(), p.value().detach().clone());
+    for (int k = 0; k < std::max(total_steps, parity_steps); ++k) {
+      lrs.push_back(t.schedule().at(k));
+      beta1s.push_back(t.schedule().beta1_at(k));
+    }
+    adam = adam_constants(int64_t(c.batch_size_per_gpu));
+    parameters = t.parameter_count();
+  }
+  const double embed_final = base.embed_dropout_final_rate;
+  std::string dump_args;
+  for (const std::string& d : dumps) dump_args += " " + quote(d);
+  // The twin's command for `modes`, `w` + `n` timed steps, `p` profiled, dropout on or off.
+  const auto twin_command = [&](const std::string& modes, int w, int n, int p, bool dropout, const std::string& json_out,
+                                const std::string& log) {
+    std::ostringstream os;
+    os.precision(17);
+    os << "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=" << threads << " /usr/bin/python3 "
+       << quote(std::string(WG_SOURCE_DIR) + "/tests/reference/wg_twin.py") << " bench" << dump_args
+       << " --modes " << modes << " --threads " << threads << " --warmup " << w << " --steps " << n
+       << " --profiled-steps " << p << " --lr " << join_doubles(lrs) << " --beta1 " << join_doubles(beta1s)
+       << " --beta2 " << adam.beta2 << " --eps " << adam.eps << " --weight-decay " << base.weight_decay
+       << " --grad-clip " << base.grad_clip << " --seed " << base.seed << " --embed-dropout-final-rate "
+       << embed_final << (dropout ? "" : " --no-dropout") << " --out " << quote(json_out) << " > " << quote(log)
+       << " 2>&1";
+    return os.str();
+  };
+  const auto run_twin = [&](const std::string& cmd, const std::string& log, const std::string& json_out) -> json {
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream f(log);
+      std::cerr << "twin bench failed: " << cmd << "\n" << f.rdbuf() << "\n";
+      std::exit(1);
+    }
+    return json::parse(std::ifstream(json_out));
+  };
+
+  const std::string load_start = loadavg();
+  std::printf("vs_pytorch: %s, load average %s\n", today().c_str(), load_start.c_str());
+  std::printf("vs_pytorch: config %s, %lld parameters, %d thread(s) (BLAS 1), batch %d, %d dumps, %d round(s) x "
+              "(%d warm-up + %d timed + %d profiled) steps per mode\n",
+              sources.files.back().c_str(), (long long)parameters, threads, base.batch_size_per_gpu, num_batches,
+              rounds, warmup, steps, profiled);
+  std::fflush(stdout);
+
+  // ---- loss parity without dropout (mode none): the two implementations must agree
+  json parity = nullptr;
+  if (parity_steps > 0 && run_cpp_side && run_twin_side) {
+    const CppRun c = run_cpp(base, kAllModes[0], batches, weights, 0, parity_steps, 0, /*dropout=*/false);
+    const std::string tj = (work / "twin_parity.json").string(), log = (work / "twin_parity.log").string();
+    const json doc = run_twin(twin_command("none", 0, parity_steps, 0, false, tj, log), log, tj);
+    const std::vector<double> tl = doc["modes"][0]["losses"].get<std::vector<double>>();
+    double worst = 0;
+    for (size_t k = 0; k < c.losses.size() && k < tl.size(); ++k)
+      worst = std::max(worst, std::abs(c.losses[k] - tl[k]) / std::max(1e-30, std::abs(c.losses[k])));
+    parity = {{"steps", parity_steps}, {"mode", "none"}, {"dropout", "off"}, {"cpp_losses", c.losses},
+              {"torch_losses", tl}, {"max_relative_difference", worst}};
+    std::printf("loss parity (no dropout, %d steps): C++ %s\n                                     twin %s\n"
+                "  max relative difference %.2e%s\n",
+                parity_steps, join_doubles(c.losses).substr(0, 90).c_str(), join_doubles(tl).substr(0, 90).c_str(),
+                worst, worst < 1e-3 ? "" : "  <-- the two sides do not train the same model");
+    std::fflush(stdout);
+  }
+
+  const size_t nm = kModes.size();
+  std::vector<std::vector<double>> cpp_sec(nm), torch_sec(nm);
+  std::vector<int64_t> cpp_peak(nm, 0), cpp_peak_timed(nm, 0), torch_peak(nm, 0);
+  std::vector<std::vector<double>> cpp_losses(nm), torch_losses(nm);
+  std::vector<std::vector<std::string>> cpp_keys(nm), torch_keys(nm);
+  std::vector<int> pieces_recomputed(nm), pieces_total(nm), torch_pieces(nm);
+  std::vector<json> torch_phases(nm);
+  std::string torch_version, torch_memory_method, torch_time_method;
+  std::string twin_modes;
+  for (size_t i = 0; i < nm; ++i) {
+    twin_modes += (i ? "," : "") + std::string(kModes[i].name);
+    const RecomputePlan plan = resolve_plan(bench::with_mode(base, kModes[i].mode, kModes[i].every_n));
+    pieces_recomputed[i] = plan.pieces_recomputed();
+    pieces_total[i] = plan.pieces_total();
+    cpp_keys[i] = recomputed_keys(plan);
+  }
+
+  for (int r = 1; r <= rounds; ++r) {
+    if (run_cpp_side)
+      for (size_t i = 0; i < nm; ++i) {
+        const CppRun c = run_cpp(base, kModes[i], batches, weights, warmup, steps, profiled, true);
+        cpp_sec[i].insert(cpp_sec[i].end(), c.seconds.begin(), c.seconds.end());
+        cpp_peak[i] = std::max(cpp_peak[i], c.peak_extra);
+        cpp_peak_timed[i] = std::max(cpp_peak_timed[i], c.peak_timed);
+        if (r == 1) cpp_losses[i] = c.losses;
+        std::printf("  round %d C++  %-10s median %8.2f ms  peak %7.2f MiB\n", r, kModes[i].name,
+                    median(c.seconds) * 1e3, c.peak_extra / kMiB);
+        std::fflush(stdout);
+      }
+    if (run_twin_side) {
+      const std::string tj = (work / ("twin_round" + std::to_string(r) + ".json")).string();
+      const std::string log = (work / ("twin_round" + std::to_string(r) + ".log")).string();
+      const json doc = run_twin(twin_command(twin_modes, warmup, steps, profiled, true, tj, log), log, tj);
+      torch_version = doc.value("torch_version", "");
+      torch_memory_method = doc.value("step_peak_bytes_method", "");
+      torch_time_method = doc.value("step_seconds_method", "");
+      for (const auto& m : doc["modes"])
+        for (size_t i = 0; i < nm; ++i) {
+          if (m["mode"].get<std::string>() != kModes[i].name) continue;
+          const auto sec = m["step_seconds"].get<std::vector<double>>();
+          torch_sec[i].insert(torch_sec[i].end(), sec.begin(), sec.end());
+          torch_peak[i] = std::max(torch_peak[i], m["step_peak_bytes"].get<int64_t>());
+          torch_pieces[i] = m["pieces_recomputed"].get<int>();
+          torch_keys[i] = m["recomputed_pieces"].get<std::vector<std::string>>();
+          if (m.contains("phase_seconds_median")) torch_phases[i] = m["phase_seconds_median"];
+          if (r == 1) torch_losses[i] = m["losses"].get<std::vector<double>>();
+          std::printf("  round %d twin %-10s median %8.2f ms  peak %7.2f MiB\n", r, kModes[i].name,
+                      median(sec) * 1e3, m["step_peak_bytes"].get<int64_t>() / kMiB);
+        }
+      std::fflush(stdout);
+    }
+  }
+
+  std::vector<json> cpp_phase(nm);
+  if (breakdown && run_cpp_side)
+    for (size_t i = 0; i < nm; ++i) cpp_phase[i] = cpp_phases(base, kModes[i], batches, weights, warmup, steps * rounds);
+
+  // ---- report
+  std::printf("\n%-10s %7s %9s %9s %9s %9s %9s %9s %9s %9s\n", "mode", "pieces", "C++ ms", "twin ms", "C++ st/s",
+              "twin st/s", "C++ MiB", "twin MiB", "speed-up", "peak C/T");
+  json modes = json::array();
+  bool all_fast = true, all_small = true, plans_match = true;
+  for (size_t i = 0; i < nm; ++i) {
+    const double tc = median(cpp_sec[i]), tt = median(torch_sec[i]);
+    const bool both = run_cpp_side && run_twin_side;
+    const double speedup = tt / tc, peak_ratio = double(cpp_peak[i]) / double(std::max<int64_t>(torch_peak[i], 1));
+    if (both) {
+      all_fast = all_fast && speedup >= 1.15;
+      all_small = all_small && cpp_peak[i] <= torch_peak[i];
+      plans_match = plans_match && cpp_keys[i] == torch_keys[i];
+    }
+    char pieces[32];
+    std::snprintf(pieces, sizeof pieces, "%d/%d", pieces_recomputed[i], pieces_total[i]);
+    std::printf("%-10s %7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %8.3fx %9.3f%s\n", kModes[i].name, pieces, tc * 1e3,
+                tt * 1e3, 1 / tc, 1 / tt, cpp_peak[i] / kMiB, torch_peak[i] / kMiB, speedup, peak_ratio,
+                both && cpp_keys[i] != torch_keys[i] ? "  (the twin recomputes other pieces!)" : "");
+    double loss_diff_3 = 0;  // the first 3 steps, with dropout (the sides draw different masks)
+    for (size_t k = 0; k < 3 && k < cpp_losses[i].size() && k < torch_losses[i].size(); ++k)
+      loss_diff_3 = std::max(loss_diff_3, std::abs(cpp_losses[i][k] - torch_losses[i][k]) / std::abs(cpp_losses[i][k]));
+    json m = {{"mode", kModes[i].name},
+              {"pieces_recomputed", pieces_recomputed[i]},
+              {"pieces_total", pieces_total[i]},
+              {"torch_pieces_recomputed", torch_pieces[i]},
+              {"recomputed_pieces_match", cpp_keys[i] == torch_keys[i]},
+              {"cpp_step_seconds_median", run_cpp_side ? json(tc) : json(nullptr)},
+              {"cpp_steps_per_second", run_cpp_side ? json(1 / tc) : json(nullptr)},
+              {"cpp_step_peak_bytes", run_cpp_side ? json(cpp_peak[i]) : json(nullptr)},
+              {"cpp_step_peak_bytes_max_timed_steps", cpp_peak_timed[i]},
+              {"cpp_step_seconds", cpp_sec[i]},
+              {"cpp_losses_round1", cpp_losses[i]},
+              {"cpp_phase_seconds_median", cpp_phase[i]},
+              {"torch_step_seconds_median", run_twin_side ? json(tt) : json(nullptr)},
+              {"torch_steps_per_second", run_twin_side ? json(1 / tt) : json(nullptr)},
+              {"torch_step_peak_bytes", run_twin_side ? json(torch_peak[i]) : json(nullptr)},
+              {"torch_step_seconds", torch_sec[i]},
+              {"torch_losses_round1", torch_losses[i]},
+              {"torch_phase_seconds_median", torch_phases[i]},
+              {"loss_max_relative_difference_first3", loss_diff_3},
+              {"speedup_cpp_over_torch", both ? json(speedup) : json(nullptr)},
+              {"peak_ratio_cpp_over_torch", both ? json(peak_ratio) : json(nullptr)}};
+    modes.push_back(m);
+  }
+  const std::string load_end = loadavg();
+  std::printf("load average at the start %s, at the end %s\n", load_start.c_str(), load_end.c_str());
+  if (run_cpp_side && run_twin_side)
+    std::printf("target: C++ >= 1.15x the twin's steps/s in every mode: %s; C++ peak <= the twin's in every mode: "
+                "%s%s\n",
+                all_fast ? "met" : "NOT met", all_small ? "met" : "NOT met",
+                plans_match ? "" : "; the two sides' recomputed pieces differ");
+  if (breakdown && run_cpp_side) {
+    std::printf("C++ phases (median ms): mode       forward+loss backward    clip   AdamW\n");
+    for (size_t i = 0; i < nm; ++i)
+      std::printf("                        %-10s %10.2f %8.2f %7.2f %7.2f\n", kModes[i].name,
+                  cpp_phase[i]["forward_loss"].get<double>() * 1e3, cpp_phase[i]["backward"].get<double>() * 1e3,
+                  cpp_phase[i]["clip"].get<double>() * 1e3, cpp_phase[i]["optimizer"].get<double>() * 1e3);
+  }
+  if (run_twin_side && !torch_phases[0].is_null()) {
+    std::printf("twin phases (median ms): mode      forward+loss backward    clip   AdamW\n");
+    for (size_t i = 0; i < nm; ++i)
+      if (!torch_phases[i].is_null())
+        std::printf("                        %-10s %10.2f %8.2f %7.2f %7.2f\n", kModes[i].name,
+                    torch_phases[i]["forward_loss"].get<double>() * 1e3,
+                    torch_phases[i]["backward"].get<double>() * 1e3, torch_phases[i]["clip"].get<double>() * 1e3,
+                    torch_phases[i]["optimizer"].get<double>() * 1e3);
+  }
+
+  const std::string cfg_name = fs::path(sources.files.back()).filename().string();
+  json doc = {
+      {"title", "C++ (LibTorch) vs PyTorch twin, " + cfg_name + ", " + std::to_string(threads) + " thread(s), batch " +
+                    std::to_string(base.batch_size_per_gpu) + ", " + today()},
+      {"benchmark", "vs_pytorch"},
+      {"date", today()},
+      {"config", sources.files.back()},
+      {"overrides", sources.overrides},
+      {"parameters", parameters},
+      {"threads", threads},
+      {"blas_threads", 1},
+      {"thread_environment", "both processes run with OMP_NUM_THREADS=" + std::to_string(threads) +
+                                 " and OPENBLAS_NUM_THREADS=1; intra-op threads set by set_compute_threads (C++) and "
+                                 "torch.set_num_threads (twin)"},
+      {"side", side},
+      {"loadavg_start", load_start},
+      {"loadavg_end", load_end},
+      {"rounds", rounds},
+      {"warmup", warmup},
+      {"steps", steps},
+      {"profiled_steps", profiled},
+      {"num_batches", num_batches},
+      {"dumps", dumps},
+      {"dump_losses", dump_losses},
+      {"batch_size_per_gpu", base.batch_size_per_gpu},
+      {"torch_version", torch_version},
+      {"optimizer",
+       {{"lr_per_step", lrs},
+        {"beta1_per_step", beta1s},
+        {"beta2", adam.beta2},
+        {"eps", adam.eps},
+        {"weight_decay", base.weight_decay},
+        {"grad_clip", base.grad_clip},
+        {"note", "both sides: AdamW with step k's lr and beta1 from the C++ LrSchedule (upstream's), clipping over "
+                 "all parameters; the C++ weight average (validate_with_ema) is off"}}},
+      {"dropout", "as configured on both sides (the prediction engine's fixed 0.1, embed_dropout_final_rate " +
+                      std::to_string(embed_final) + "); the two sides draw different masks, so their losses "
+                                                    "agree only roughly; loss_parity compares them without dropout"},
+      {"loss_parity", parity},
+      {"step_seconds_method",
+       "median over all timed steps of all rounds; rounds alternate C++ (all modes) then the twin (all modes); "
+       "C++: StepMetrics::compute_seconds of Trainer::step_on (zero_grad, forward, loss, backward, clip, AdamW; the "
+       "input tensors are made before it starts); twin: " +
+           torch_time_method},
+      {"cpp_step_peak_bytes_method", kCppMemoryMethod},
+      {"torch_step_peak_bytes_method", torch_memory_method},
+      {"target",
+       {{"speedup_min", 1.15}, {"speedup_met", all_fast}, {"peak_not_above_torch_met", all_small},
+        {"recomputed_pieces_match", plans_match}}},
+      {"modes", modes}};
+  fs::create_directories(out_dir);
+  std::ofstream(out) << doc.dump(2) << "\n";
+  std::printf("wrote %s (dumps and twin outputs in %s)\n", out.c_str(), work.string().c_str());
+  if (!no_plot && run_cpp_side && run_twin_side) {
+    const std::string png = (out_dir / (out_path.stem().string() + ".png")).string();
+    const std::string cmd = "/usr/bin/python3 " + quote(std::string(WG_SOURCE_DIR) + "/bench/plot_vs_pytorch.py") +
+                            " --in " + quote(out) + " --out " + quote(png);
+    if (std::system(cmd.c_str()) != 0) std::cerr << "plot failed: " << cmd << "\n";
+  }
+  return 0;
+}

@@ -1,0 +1,106 @@
+// The attention variants of WeatherGenerator's model (wg-model.md §5), in
+// float32 as its §5.5 reference: pre-norm (plain LayerNorm, or AdaLayerNorm
+// with dim_aux), bias-free projections, per-head LayerNorm on q and k, no
+// positional term, softmax scale 1/sqrt(d_head) applied after the matmul,
+// dropout on the probabilities (except the block-local variant, which drops
+// out the concatenated heads before proj_out), residual.
+//
+// Parameter names: [lnorm.* | lnorm_in_q.*], proj_heads_q[.i], proj_heads_k,
+// proj_heads_v, proj_out (norms without affine parameters have none).
+//
+// Variable length: rows are packed ([R, d]) and cut into segments by a
+// length vector (VarlenSegments); row r of segment s attends exactly to the
+// key rows of segment s. A segment with no keys gives 0, not NaN. Segments
+// are padded to their longest within one call and masked, never to the
+// longest of the whole batch.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "wg/model/norms.h"
+
+namespace wg {
+
+// How packed query and key rows fall into segments, on a device. Built once
+// per call site and shared by its blocks.
+struct VarlenSegments {
+  int64_t num_segments = 0;
+  int64_t max_q = 0, max_k = 0;
+  torch::Tensor q_pos;     // [Rq] int64: padded position (s * max_q + j) of each packed query row
+  torch::Tensor k_pos;     // [Rk] int64: the same for keys
+  torch::Tensor key_mask;  // [S, 1, 1, max_k] bool: true for padding keys of segments that have keys
+  // lens_q[s], lens_k[s]: rows of segment s (equal lists for self-attention).
+  static VarlenSegments from_lengths(const std::vector<int64_t>& lens_q, const std::vector<int64_t>& lens_k,
+                                     const torch::Device& device);
+};
+
+// softmax(q kᵀ · scale) v per segment, with probability dropout.
+// q [Rq, H, dh], k and v [Rk, H, dh] -> [Rq, H, dh].
+torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const VarlenSegments& seg, double dropout, bool training);
+
+// Dense: q, k, v [B, L, H, dh] -> [B, L, H, dh].
+torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
+                              bool training);
+
+// Block-local: position t attends to u iff t / block == u / block. No dropout.
+torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    int64_t block);
+
+struct AttentionOptions {
+  int64_t dim = 0;           // dim_embed (queries)
+  int64_t dim_kv = 0;        // cross-attention: the keys' width (0: dim)
+  int64_t num_heads = 1;
+  int64_t dim_head = 0;      // dim_head_proj (0: dim / num_heads)
+  bool sliced_q = false;     // cross: SlicedQ (the adapter), proj_heads_q.{slot}
+  int64_t num_slices_q = 1;  // SlicedQ: query slots, each with its own projection
+  double dropout = 0.0;
+  double norm_eps = 1e-5;
+  bool qk_norm = true;
+  bool with_residual = true;
+  int64_t dim_aux = 0;       // > 0: AdaLayerNorm pre-norm on the queries
+  int64_t block = 0;         // > 0: block-local self-attention with this block size
+};
+
+// Self-attention: dense over the second-to-last axis of [..., L, d]
+// (MultiSelfAttentionHead), block-local (MultiSelfAttentionHeadLocal) or
+// over segments of packed rows (MultiSelfAttentionHeadVarlen).
+class SelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit SelfAttentionImpl(const AttentionOptions& options);
+  // x [B, L, d] (dense, local) -> same shape.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& aux = {});
+  // x [R, d] packed rows in segments -> [R, d].
+  torch::Tensor forward_varlen(const torch::Tensor& x, const VarlenSegments& seg, const torch::Tensor& aux = {});
+
+ private:
+  torch::Tensor pre_norm(const torch::Tensor& x, const torch::Tensor& aux);
+  torch::Tensor heads(torch::nn::Linear proj, const torch::Tensor& h, bool norm);  // [..., d] -> [..., H, dh]
+  AttentionOptions o_;
+  AdaLayerNorm lnorm_{nullptr};
+  torch::nn::Linear proj_heads_q{nullptr}, proj_heads_k{nullptr}, proj_heads_v{nullptr}, proj_out{nullptr};
+};
+TORCH_MODULE(SelfAttention);
+
+// Cross-attention of packed query rows to packed key rows, segment by
+// segment (MultiCrossAttentionHeadVarlen), or, sliced_q, with
+// num_slices_q query slots per row sharing keys, values and proj_out
+// (MultiCrossAttentionHeadVarlenSlicedQ: proj_heads_q.{slot}).
+class CrossAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CrossAttentionImpl(const AttentionOptions& options);
+  // x_q [R, d] (or [R, slices, d] when sliced), x_kv [Rk, dim_kv] -> x_q's shape.
+  torch::Tensor forward(const torch::Tensor& x_q, const torch::Tensor& x_kv, const VarlenSegments& seg,
+                        const torch::Tensor& aux = {});
+
+ private:
+  AttentionOptions o_;
+  AdaLayerNorm lnorm_in_q_ada_{nullptr};
+  std::vector<torch::nn::Linear> q_slices_;
+  torch::nn::Linear proj_heads_q{nullptr}, proj_heads_k{nullptr}, proj_heads_v{nullptr}, proj_out{nullptr};
+};
+TORCH_MODULE(CrossAttention);
+
+}  // namespace wg

@@ -1,0 +1,138 @@
+// The assimilation engines (see header).
+#include "wg/model/engines.h"
+
+namespace wg {
+
+namespace {
+// Block i's attention is dense iff i % int(1 / rate) == 0 or i is the
+// engine's designated dense block (upstream truncates non-reciprocal rates).
+bool dense_block(const EngineOptions& o, int64_t i) {
+  const int64_t every = std::max<int64_t>(1, int64_t(1.0 / o.dense_rate));
+  return i % every == 0 || i == o.last_dense_block;
+}
+
+AttentionOptions self_attention(const EngineOptions& o, int64_t block) {
+  AttentionOptions a;
+  a.dim = o.dim;
+  a.num_heads = o.num_heads;
+  a.dropout = o.dropout;
+  a.norm_eps = o.norm_eps;
+  a.qk_norm = o.qk_norm;
+  a.dim_aux = o.dim_aux;
+  a.block = block;
+  return a;
+}
+
+MlpOptions mlp_options(const EngineOptions& o) {
+  MlpOptions m;
+  m.dim_in = o.dim;
+  m.hidden_factor = o.mlp_hidden_factor;
+  m.dropout = o.dropout;
+  m.norm_eps = o.mlp_norm_eps;
+  m.dim_aux = o.dim_aux;
+  return m;
+}
+}  // namespace
+
+// ---- local assimilation -----------------------------------------------------
+
+LocalEngineImpl::LocalEngineImpl(const EngineOptions& o) {
+  auto blocks = register_module(o.blocks_name, torch::nn::ModuleList());
+  for (int64_t i = 0; i < o.num_blocks; ++i) {
+    attention_.emplace_back(self_attention(o, 0));
+    mlp_.emplace_back(mlp_options(o));
+    blocks->push_back(attention_.back());
+    blocks->push_back(mlp_.back());
+    keys_.push_back(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention));
+    keys_.push_back(PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp));
+  }
+  recompute_.assign(keys_.size(), false);
+}
+
+torch::Tensor LocalEngineImpl::forward(const torch::Tensor& tokens, const VarlenSegments& cells) {
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < attention_.size(); ++i) {
+    auto attn = attention_[i];
+    auto mlp = mlp_[i];
+    pieces.push_back({keys_[2 * i], [attn, cells](const torch::Tensor& x) mutable { return attn->forward_varlen(x, cells); },
+                      attn->parameters(), recompute_[2 * i]});
+    pieces.push_back({keys_[2 * i + 1], [mlp](const torch::Tensor& x) mutable { return mlp->forward(x); },
+                      mlp->parameters(), recompute_[2 * i + 1]});
+  }
+  return run_pieces(pieces, tokens, observer_);
+}
+
+// ---- local-to-global adapter -------------------------------------------------
+
+AdapterImpl::AdapterImpl(const AdapterOptions& o) {
+  AttentionOptions a;
+  a.dim = o.dim_q;
+  a.dim_kv = o.dim_kv;
+  a.num_heads = o.num_heads;
+  a.dim_head = o.dim_head;
+  a.sliced_q = true;
+  a.num_slices_q = o.num_queries;
+  a.dropout = o.dropout;
+  a.norm_eps = o.norm_eps;
+  a.qk_norm = o.qk_norm;
+  a.with_residual = o.with_residual;
+  MlpOptions m;
+  m.dim_in = o.dim_q;
+  m.dropout = o.dropout;
+  m.norm_eps = o.mlp_norm_eps;
+  auto blocks = register_module("ae_adapter", torch::nn::ModuleList());
+  cross_.emplace_back(a);
+  mlp_ = Mlp(m);
+  cross_.emplace_back(a);
+  blocks->push_back(cross_[0]);
+  blocks->push_back(mlp_);
+  blocks->push_back(cross_[1]);
+  keys_ = {PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention),
+           PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp),
+           PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention)};
+  recompute_.assign(keys_.size(), false);
+}
+
+torch::Tensor AdapterImpl::forward(const torch::Tensor& queries, const torch::Tensor& tokens,
+                                   const VarlenSegments& cells) {
+  const auto cross = [&cells, &tokens](CrossAttention c) {
+    return [c, cells, tokens](const torch::Tensor& q) mutable { return c->forward(q, tokens, cells); };
+  };
+  auto mlp = mlp_;
+  const std::vector<Piece> pieces = {
+      {keys_[0], cross(cross_[0]), with_params(*cross_[0], {tokens}), recompute_[0]},
+      {keys_[1], [mlp](const torch::Tensor& q) mutable { return mlp->forward(q); }, mlp_->parameters(), recompute_[1]},
+      {keys_[2], cross(cross_[1]), with_params(*cross_[1], {tokens}), recompute_[2]},
+  };
+  return run_pieces(pieces, queries, observer_);
+}
+
+// ---- dense / block-local engines ---------------------------------------------
+
+TransformerEngineImpl::TransformerEngineImpl(const EngineOptions& o) {
+  auto blocks = register_module(o.blocks_name, torch::nn::ModuleList());
+  for (int64_t i = 0; i < o.num_blocks; ++i) {
+    attention_.emplace_back(self_attention(o, dense_block(o, i) ? 0 : o.block_factor));
+    mlp_.emplace_back(mlp_options(o));
+    blocks->push_back(attention_.back());
+    blocks->push_back(mlp_.back());
+    keys_.push_back(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention));
+    keys_.push_back(PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp));
+  }
+  recompute_.assign(keys_.size(), false);
+}
+
+torch::Tensor TransformerEngineImpl::forward(const torch::Tensor& x, const torch::Tensor& aux) {
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < attention_.size(); ++i) {
+    auto attn = attention_[i];
+    auto mlp = mlp_[i];
+    pieces.push_back({keys_[2 * i], [attn, aux](const torch::Tensor& t) mutable { return attn->forward(t, aux); },
+                      attn->parameters(), recompute_[2 * i]});
+    pieces.push_back({keys_[2 * i + 1], [mlp, aux](const torch::Tensor& t) mutable { return mlp->forward(t, aux); },
+                      mlp->parameters(), recompute_[2 * i + 1]});
+  }
+  return run_pieces(pieces, x, observer_);
+}
+
+}  // namespace wg
