@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
               warmup, threads, base.batch_size_per_gpu, sources.files.back().c_str());
   std::printf("absolute peaks alone: none %.2f MiB, all full %.2f MiB\n", double(none_peak) / kMiB,
               double(full_peak) / kMiB);
-  std::printf("%-17s %9s %12s %14s %11s %9s %9s %28s\n", "plan", "pieces", "step ms med", "step peak MiB",
+  std::printf("%-20s %9s %12s %14s %11s %9s %9s %28s\n", "plan", "pieces", "step ms med", "step peak MiB",
               "activ. MiB", "time/none", "peak/none", "auto: budget/pred/alone MiB");
   json jrows = json::array();
   for (const auto& r : rows) {
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
       std::snprintf(auto_text, sizeof auto_text, "%.2f/%.2f/%.2f%s", double(r.budget_bytes) / kMiB,
                     double(r.predicted_peak_bytes) / kMiB, double(r.alone_peak_bytes) / kMiB,
                     r.alone_peak_bytes <= r.budget_bytes ? "" : " over");
-    std::printf("%-17s %9s %12.1f %14.2f %11.2f %9.3f %9.3f %28s\n", r.name.c_str(), pieces_text, t * 1e3, p / kMiB,
+    std::printf("%-20s %9s %12.1f %14.2f %11.2f %9.3f %9.3f %28s\n", r.name.c_str(), pieces_text, t * 1e3, p / kMiB,
                 a / kMiB, t / t_none, p / p_none, auto_text);
     json row = {{"plan", r.name},
                 {"summary", r.plan.summary()},

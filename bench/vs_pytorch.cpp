@@ -28,6 +28,8 @@
 //                    [--modes none,full,selective,every_n=2]
 //                    [--breakdown] [--out bench/results/vs_pytorch.json] [--no-plot]
 #include <spdlog/spdlog.h>
+
+#include <limits>
 #include <torch/torch.h>
 
 #include <unistd.h>
@@ -407,7 +409,9 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < nm; ++i) {
     const double tc = median(cpp_sec[i]), tt = median(torch_sec[i]);
     const bool both = run_cpp_side && run_twin_side;
-    const double speedup = tt / tc, peak_ratio = double(cpp_peak[i]) / double(std::max<int64_t>(torch_peak[i], 1));
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double speedup = both ? tt / tc : nan,
+                 peak_ratio = both ? double(cpp_peak[i]) / double(std::max<int64_t>(torch_peak[i], 1)) : nan;
     if (both) {
       all_fast = all_fast && speedup >= 1.15;
       all_small = all_small && cpp_peak[i] <= torch_peak[i];

@@ -23,6 +23,27 @@ AttentionOptions self_attention(const EngineOptions& o, int64_t block) {
   return a;
 }
 
+MlpOptions mlp_options(const EngineOptions& o);
+
+// Registers o.num_blocks (attention, MLP) pairs under o.blocks_name, the
+// attention of block i local to blocks of block_size(i) cells (0: dense),
+// and returns their piece keys.
+template <typename BlockSize>
+std::vector<PieceKey> add_blocks(torch::nn::Module& m, const EngineOptions& o, BlockSize block_size,
+                                 std::vector<SelfAttention>& attention, std::vector<Mlp>& mlp) {
+  auto blocks = m.register_module(o.blocks_name, torch::nn::ModuleList());
+  std::vector<PieceKey> keys;
+  for (int64_t i = 0; i < o.num_blocks; ++i) {
+    attention.emplace_back(self_attention(o, block_size(i)));
+    mlp.emplace_back(mlp_options(o));
+    blocks->push_back(attention.back());
+    blocks->push_back(mlp.back());
+    keys.push_back(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention));
+    keys.push_back(PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp));
+  }
+  return keys;
+}
+
 MlpOptions mlp_options(const EngineOptions& o) {
   MlpOptions m;
   m.dim_in = o.dim;
@@ -37,16 +58,7 @@ MlpOptions mlp_options(const EngineOptions& o) {
 // ---- local assimilation -----------------------------------------------------
 
 LocalEngineImpl::LocalEngineImpl(const EngineOptions& o) {
-  auto blocks = register_module(o.blocks_name, torch::nn::ModuleList());
-  for (int64_t i = 0; i < o.num_blocks; ++i) {
-    attention_.emplace_back(self_attention(o, 0));
-    mlp_.emplace_back(mlp_options(o));
-    blocks->push_back(attention_.back());
-    blocks->push_back(mlp_.back());
-    keys_.push_back(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention));
-    keys_.push_back(PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp));
-  }
-  recompute_.assign(keys_.size(), false);
+  set_keys(add_blocks(*this, o, [](int64_t) { return int64_t(0); }, attention_, mlp_));
 }
 
 torch::Tensor LocalEngineImpl::forward(const torch::Tensor& tokens, const VarlenSegments& cells) {
@@ -87,10 +99,9 @@ AdapterImpl::AdapterImpl(const AdapterOptions& o) {
   blocks->push_back(cross_[0]);
   blocks->push_back(mlp_);
   blocks->push_back(cross_[1]);
-  keys_ = {PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention),
-           PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp),
-           PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention)};
-  recompute_.assign(keys_.size(), false);
+  set_keys({PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention),
+            PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp),
+            PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention)});
 }
 
 torch::Tensor AdapterImpl::forward(const torch::Tensor& queries, const torch::Tensor& tokens,
@@ -110,16 +121,8 @@ torch::Tensor AdapterImpl::forward(const torch::Tensor& queries, const torch::Te
 // ---- dense / block-local engines ---------------------------------------------
 
 TransformerEngineImpl::TransformerEngineImpl(const EngineOptions& o) {
-  auto blocks = register_module(o.blocks_name, torch::nn::ModuleList());
-  for (int64_t i = 0; i < o.num_blocks; ++i) {
-    attention_.emplace_back(self_attention(o, dense_block(o, i) ? 0 : o.block_factor));
-    mlp_.emplace_back(mlp_options(o));
-    blocks->push_back(attention_.back());
-    blocks->push_back(mlp_.back());
-    keys_.push_back(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention));
-    keys_.push_back(PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp));
-  }
-  recompute_.assign(keys_.size(), false);
+  const auto block_size = [&o](int64_t i) { return dense_block(o, i) ? int64_t(0) : o.block_factor; };
+  set_keys(add_blocks(*this, o, block_size, attention_, mlp_));
 }
 
 torch::Tensor TransformerEngineImpl::forward(const torch::Tensor& x, const torch::Tensor& aux) {

@@ -20,34 +20,24 @@
 
 namespace wg {
 
-
 // Attention within each cell (varlen over the token buffer).
-class LocalEngineImpl : public torch::nn::Module {
+class LocalEngineImpl : public torch::nn::Module, public PlannedPieces {
  public:
   explicit LocalEngineImpl(const EngineOptions& options);
-  void set_plan(const RecomputePlan& plan) { recompute_ = recompute_flags(keys_, plan); }
-  std::vector<PieceKey> piece_keys() const { return keys_; }
-  void set_observer(PieceObserver* observer) { observer_ = observer; }
   torch::Tensor forward(const torch::Tensor& tokens, const VarlenSegments& cells);  // [M, D_l] -> same
 
  private:
   std::vector<SelfAttention> attention_;
   std::vector<Mlp> mlp_;
-  std::vector<PieceKey> keys_;
-  std::vector<bool> recompute_;
-  PieceObserver* observer_ = nullptr;
 };
 TORCH_MODULE(LocalEngine);
 
 
 // Queries of the non-empty cells [n, nq, D_g] attend to the tokens of their
 // cell. Pieces: block0.cross, block0.mlp, block1.cross.
-class AdapterImpl : public torch::nn::Module {
+class AdapterImpl : public torch::nn::Module, public PlannedPieces {
  public:
   explicit AdapterImpl(const AdapterOptions& options);
-  void set_plan(const RecomputePlan& plan) { recompute_ = recompute_flags(keys_, plan); }
-  std::vector<PieceKey> piece_keys() const { return keys_; }
-  void set_observer(PieceObserver* observer) { observer_ = observer; }
   // queries [n, nq, D_g], tokens [M, D_l]; cells: one query row per non-empty
   // cell, its tokens as keys.
   torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& tokens, const VarlenSegments& cells);
@@ -55,19 +45,13 @@ class AdapterImpl : public torch::nn::Module {
  private:
   std::vector<CrossAttention> cross_;
   Mlp mlp_{nullptr};
-  std::vector<PieceKey> keys_;
-  std::vector<bool> recompute_;
-  PieceObserver* observer_ = nullptr;
 };
 TORCH_MODULE(Adapter);
 
 // Dense (or block-local) self-attention blocks over [B, L, D].
-class TransformerEngineImpl : public torch::nn::Module {
+class TransformerEngineImpl : public torch::nn::Module, public PlannedPieces {
  public:
   explicit TransformerEngineImpl(const EngineOptions& options);
-  void set_plan(const RecomputePlan& plan) { recompute_ = recompute_flags(keys_, plan); }
-  std::vector<PieceKey> piece_keys() const { return keys_; }
-  void set_observer(PieceObserver* observer) { observer_ = observer; }
   // x [B, L, D]; aux [B, L, dim_aux] for AdaLayerNorm (forecast), else undefined.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& aux = {});
   int64_t num_blocks() const { return int64_t(attention_.size()); }
@@ -75,9 +59,6 @@ class TransformerEngineImpl : public torch::nn::Module {
  private:
   std::vector<SelfAttention> attention_;
   std::vector<Mlp> mlp_;
-  std::vector<PieceKey> keys_;
-  std::vector<bool> recompute_;
-  PieceObserver* observer_ = nullptr;
 };
 TORCH_MODULE(TransformerEngine);
 

@@ -30,6 +30,25 @@ inline std::vector<bool> recompute_flags(const std::vector<PieceKey>& keys, cons
   return on;
 }
 
+// What every section module holds for the plan: its piece keys (forward
+// order), the plan's decision for each, and the observer of its pieces.
+class PlannedPieces {
+ public:
+  void set_plan(const RecomputePlan& plan) { recompute_ = recompute_flags(keys_, plan); }
+  std::vector<PieceKey> piece_keys() const { return keys_; }
+  void set_observer(PieceObserver* observer) { observer_ = observer; }
+
+ protected:
+  // Sets the keys; nothing recomputed until set_plan.
+  void set_keys(std::vector<PieceKey> keys) {
+    keys_ = std::move(keys);
+    recompute_.assign(keys_.size(), false);
+  }
+  std::vector<PieceKey> keys_;
+  std::vector<bool> recompute_;
+  PieceObserver* observer_ = nullptr;
+};
+
 // The parameters of a module followed by more tensors.
 inline std::vector<torch::Tensor> with_params(const torch::nn::Module& m, std::vector<torch::Tensor> more = {}) {
   std::vector<torch::Tensor> out = m.parameters();
