@@ -43,6 +43,27 @@ TEST(LrSchedule, UpstreamsDefaultRunStepByStep) {
   }
 }
 
+// The cool-down ends at lr_max' · e / s (s = lr_start / lr_max',
+// e = lr_final / lr_final_decay), as upstream's chained LinearLR does, not
+// at lr_final: with e = s (lr_start 1e-4, lr_max 1e-3, lr_final_decay 1e-4,
+// lr_final 1e-5, as config/cpu_mixed.yml) the lr stays at lr_max.
+TEST(LrSchedule, CoolDownEndsWhereUpstreamsChainedLinearLrEnds) {
+  LrConfig c = upstream();
+  c.lr_start = 1e-4;
+  c.lr_max = 1e-3;
+  c.lr_final_decay = 1e-4;
+  c.lr_final = 1e-5;
+  c.lr_steps_warmup = 8;
+  c.lr_steps_cooldown = 16;
+  const LrSchedule flat(c, 80, 1);
+  for (int t : {64, 70, 79}) EXPECT_NEAR(flat.at(t), 1e-3, 1e-15) << "step " << t;
+  c.lr_final = 1e-6;  // e = 0.01, s = 0.1: the lr falls towards lr_max · 0.1
+  const LrSchedule falls(c, 80, 1);
+  EXPECT_LT(falls.at(79), falls.at(70));
+  EXPECT_LT(falls.at(70), 1e-3);
+  EXPECT_GT(falls.at(79), 1e-4);
+}
+
 TEST(LrSchedule, ScalingWithBatchTimesRanks) {
   LrConfig c = upstream();
   const LrSchedule sqrt4(c, 131072, 4);  // κ = 4: lr_max' = 2 lr_max
