@@ -18,10 +18,14 @@
 #include "test_pipeline_io.h"
 #include "wg/data/stream_reader.h"
 #include "wg/data/stream_sample.h"
+#include "wg/util/dates.h"
 
 namespace wg::reader_testing {
 
 namespace fs = std::filesystem;
+
+// Seconds since the epoch of a YYYYMMDDHHMM literal.
+inline int64_t at(const char* yyyymmddhhmm) { return *parse_yyyymmddhhmm(yyyymmddhhmm); }
 
 inline std::string script(const std::string& name) { return std::string(WG_DATA_SCRIPTS) + "/" + name; }
 

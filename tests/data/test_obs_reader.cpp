@@ -22,8 +22,6 @@ using namespace reader_testing;
 using ::testing::HasSubstr;
 using testing_io::read_npy;
 
-int64_t at(const char* yyyymmddhhmm) { return *parse_yyyymmddhhmm(yyyymmddhhmm); }
-
 class ObsReaderTest : public ::testing::Test {
  protected:
   static inline fs::path dir;

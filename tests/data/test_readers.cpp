@@ -24,8 +24,6 @@ using namespace reader_testing;
 using ::testing::HasSubstr;
 using testing_io::read_npy;
 
-int64_t at(const char* yyyymmddhhmm) { return *parse_yyyymmddhhmm(yyyymmddhhmm); }
-
 // ---- time windows ------------------------------------------------------------
 
 TEST(TimeWindows, HandlerCountsAndWindows) {

@@ -1,6 +1,7 @@
 // Test helpers for the telemetry suites: a plain-socket HTTP client (one
 // request per connection, bounded by socket timeouts), clients that never
-// finish their request, and a free-port finder.
+// finish their request, a listener that never answers, and a free-port
+// finder.
 #pragma once
 
 #include <arpa/inet.h>
@@ -18,6 +19,29 @@
 #include <vector>
 
 namespace wg::telemetry::testing {
+
+// A TCP listener on 127.0.0.1 that accepts into its backlog and never answers
+// (an unresponsive Pushgateway).
+struct SilentListener {
+  int fd = -1;
+  int port = 0;
+  SilentListener() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(fd, 4) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+      port = ntohs(addr.sin_port);
+  }
+  ~SilentListener() {
+    if (fd >= 0) ::close(fd);
+  }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
 
 struct HttpResponse {
   bool connected = false;

@@ -32,6 +32,7 @@ extern char** environ;
 using namespace wg::telemetry;
 using wg::telemetry::testing::free_port;
 using wg::telemetry::testing::http_get;
+using wg::telemetry::testing::SilentListener;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -132,26 +133,6 @@ std::shared_ptr<prometheus::Registry> outcome(int64_t last_step) {
   o.status.Add({{"status", "completed"}}).Set(1);
   return r;
 }
-
-// A TCP listener on 127.0.0.1 that accepts into its backlog and never answers.
-struct SilentListener {
-  int fd = -1;
-  int port = 0;
-  SilentListener() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(fd, 4) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-      port = ntohs(addr.sin_port);
-  }
-  ~SilentListener() {
-    if (fd >= 0) ::close(fd);
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
-};
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 
 using wg::telemetry::testing::free_port;
 using wg::telemetry::testing::http_get;
+using wg::telemetry::testing::SilentListener;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -49,23 +50,6 @@ std::string rank_series(const std::string& name, int rank) {
 }
 
 bool has_line(const std::string& text, const std::string& line) { return text.find("\n" + line + "\n") != std::string::npos; }
-
-// A TCP listener on 127.0.0.1 that accepts into its backlog and never answers.
-struct SilentListener {
-  int fd = -1;
-  int port = 0;
-  SilentListener() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(fd, 4) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-      port = ntohs(addr.sin_port);
-  }
-  ~SilentListener() { ::close(fd); }
-};
 
 wg::TelemetryConfig local_config() {
   wg::TelemetryConfig c;
