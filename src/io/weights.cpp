@@ -1,8 +1,11 @@
-// Weights <-> safetensors (see header).
+// Weights <-> safetensors or torch.save checkpoints (see header).
 #include "wg/io/weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
+
+#include "wg/io/chkpt.h"
 
 namespace wg {
 
@@ -64,6 +67,10 @@ void save_weights(const torch::nn::Module& module, const std::string& path, DTyp
   write_safetensors(path, weights_file(module, dtype));
 }
 
+void save_weights_chkpt(const torch::nn::Module& module, const std::string& path) {
+  write_chkpt(path, weights_file(module, DType::F32));
+}
+
 WeightsMapping parse_weights_mapping(const std::string& spec) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos) return {spec, spec};
@@ -106,7 +113,16 @@ int load_weights(torch::nn::Module& module, const SafetensorsFile& file, const W
 }
 
 int load_weights(torch::nn::Module& module, const std::string& path, const WeightsMapping& mapping) {
-  return load_weights(module, read_safetensors(path), mapping, path);
+  if (!is_chkpt_file(path)) return load_weights(module, read_safetensors(path), mapping, path);
+  SafetensorsFile file = read_chkpt(path);
+  // A DistributedDataParallel model's state_dict: every name under "module.".
+  const std::string ddp = "module.";
+  const bool wrapped = !file.tensors.empty() &&
+                       std::all_of(file.tensors.begin(), file.tensors.end(),
+                                   [&](const TensorRecord& r) { return r.name.compare(0, ddp.size(), ddp) == 0; });
+  if (wrapped)
+    for (auto& r : file.tensors) r.name.erase(0, ddp.size());
+  return load_weights(module, file, mapping, path);
 }
 
 }  // namespace wg
