@@ -94,14 +94,16 @@ const Schema& config_schema() {
     std::vector<std::string> extra = recompute_keys(), required = recompute_required_keys();
     extra.push_back(kNodeRulesKey);
     required.push_back(kNodeRulesKey);
-    return schema_from(config_rules(), extra, required, {});
+    return schema_from(config_rules(), extra, required, unused_upstream_key_names());
   }();
   return s;
 }
 
 const Schema& stream_schema() {
   static const Schema s =
-      schema_from(stream_rules(), {}, {}, {"channel_weights"});
+      // variables, pressure_levels, target_file: keys of upstream's CAMS and
+      // FESOM readers, whose stream types are an error of their own here.
+      schema_from(stream_rules(), {}, {}, {"channel_weights", "variables", "pressure_levels", "target_file"});
   return s;
 }
 
@@ -156,9 +158,10 @@ void check_required(const Tree& tree, const Schema& schema, const std::string& w
 
 std::set<std::string> decode_config(const Tree& tree, Config& cfg, bool warn, Problems& problems) {
   std::set<std::string> bad;
+  check_placeholders(tree, problems, bad);
   for (const auto& rule : config_rules()) {
     const Leaf* leaf = tree.find(rule.key);
-    if (!leaf) continue;
+    if (!leaf || bad.count(rule.key)) continue;
     if (auto err = rule.apply(leaf->value, cfg)) {
       problems.push_back(leaf->origin.str() + ": " + rule.key + " " + *err);
       bad.insert(rule.key);

@@ -96,4 +96,22 @@ void decode_node_rules(const Tree& tree, Config& cfg, bool warn, Problems& probl
 void check_node_rule_blocks(const Tree& tree, const Config& cfg, const std::set<std::string>& bad,
                             Problems& problems);
 
+// ---- upstream_keys.cpp: WeatherGenerator's keys this trainer does not use --
+inline const char* const kPlaceholder = "???";  // upstream's "must be set"
+struct UnusedKey {
+  const char* key;             // top-level key (its whole subtree when a map)
+  const char* note;            // why it has no effect, for the warning
+  const char* here = nullptr;  // a value that is what this trainer does anyway (no warning)
+};
+const std::vector<UnusedKey>& unused_upstream_keys();
+std::vector<std::string> unused_upstream_key_names();
+const UnusedKey* unused_key_of(const std::string& path);  // nullptr: a used key
+bool is_placeholder(const YAML::Node& n);
+// `???` on a key other than run_id and data_loader_rng_seed (which generate
+// or derive a value): one problem each, added to `bad`.
+void check_placeholders(const Tree& tree, Problems& problems, std::set<std::string>& bad);
+// One warning listing the not-used keys that a config file or --set gives,
+// and one per such key whose value differs from upstream's default.
+void report_unused_keys(const Tree& merged, const Tree& defaults, bool warn);
+
 }  // namespace wg::cfg

@@ -40,6 +40,16 @@ Error orientation(const YAML::Node& n, Config& c) {
   return "must be 'channels' (the only orientation supported here), " + got(n);
 }
 
+Error decoder_type(const YAML::Node& n, Config& c) {
+  const std::string v = n.IsScalar() ? n.Scalar() : "";
+  if (v == "PerceiverIOCoordConditioning") return c.decoder_type = v, std::nullopt;
+  if (v == "PerceiverIO" || v == "AdaLayerNormConditioning" || v == "CrossAttentionConditioning" ||
+      v == "CrossAttentionAdaNormConditioning")
+    return "is '" + v + "', one of WeatherGenerator's other decoders, which this trainer does not build; use "
+           "PerceiverIOCoordConditioning (upstream's default)";
+  return "must be PerceiverIOCoordConditioning, " + got(n);
+}
+
 Error recompute_policy(const YAML::Node& n, Config& c) {
   const std::string v = n.IsScalar() ? n.Scalar() : "";
   if (v != "manual" && v != "auto") return "must be one of manual|auto, " + got(n);
@@ -150,7 +160,7 @@ Rule<Config> date(std::string key, Get get) {
 // characters, so `run_id: ../x` or an absolute path cannot write elsewhere.
 Error run_id(const YAML::Node& n, Config& c) {
   if (!n.IsNull() && !n.IsScalar()) return "must be a string, " + got(n);
-  const std::string v = n.IsNull() ? "" : n.Scalar();
+  const std::string v = n.IsNull() || is_placeholder(n) ? "" : n.Scalar();  // upstream's ???: generated
   const bool safe = v.size() <= 128 && v != "." && v != ".." &&
                     v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
                         std::string::npos &&
@@ -163,6 +173,15 @@ Error run_id(const YAML::Node& n, Config& c) {
   return std::nullopt;
 }
 
+// An integer >= 0, or upstream's ??? (then the pipeline takes `seed`).
+Error data_loader_rng_seed(const YAML::Node& n, Config& c) {
+  if (is_placeholder(n)) return c.data_loader_rng_seed.reset(), std::nullopt;
+  const auto v = as_int(n);
+  if (!v || *v < 0) return "must be an integer >= 0, or ??? (then seed is used), " + got(n);
+  c.data_loader_rng_seed = static_cast<uint64_t>(*v);
+  return std::nullopt;
+}
+
 }  // namespace
 
 #define AT(member) [](auto& c) -> auto& { return c.member; }
@@ -172,6 +191,7 @@ const std::vector<Rule<Config>>& config_rules() {
       {"run_id", run_id, true, same_as<Config>(AT(run_id))},
       text<Config>("run_root", AT(run_root)),
       integer<Config>("seed", AT(seed), at_least(0)),
+      {"data_loader_rng_seed", data_loader_rng_seed, true, same_as<Config>(AT(data_loader_rng_seed))},
       integer<Config>("healpix_level", AT(healpix_level), Range{0.0, 12.0}),
       {"embed_orientation", orientation, true, same_as<Config>(AT(embed_orientation))},
       only<Config>("embed_local_coords", AT(embed_local_coords), true),
@@ -209,7 +229,7 @@ const std::vector<Rule<Config>>& config_rules() {
       number<Config>("ae_aggregation_att_dense_rate", AT(ae_aggregation_att_dense_rate), Range{1.0, 1.0}),
       integer<Config>("ae_aggregation_block_factor", AT(ae_aggregation_block_factor), at_least(1)),
       integer<Config>("ae_aggregation_mlp_hidden_factor", AT(ae_aggregation_mlp_hidden_factor), at_least(1)),
-      choice<Config>("decoder_type", AT(decoder_type), {"PerceiverIOCoordConditioning"}),
+      {"decoder_type", decoder_type, true, same_as<Config>(AT(decoder_type))},
       only<Config>("pred_adapter_kv", AT(pred_adapter_kv), false),
       boolean<Config>("pred_self_attention", AT(pred_self_attention)),
       only<Config>("pred_dyadic_dims", AT(pred_dyadic_dims), false),

@@ -6,11 +6,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "config/decode.h"
 #include "config/decode_rules.h"
+#include "config/upstream_json.h"
 #include "config/yaml_tree.h"
 
 #ifndef WG_CONFIG_DIR
@@ -67,49 +71,113 @@ constexpr const char* kDefaultSource = "default_config.yml";
 struct Loaded {
   Tree tree;
   Config config;
+  std::vector<std::pair<std::string, YAML::Node>> stream_settings;  // as read, for upstream's JSON
 };
 
-// A relative streams_directory is taken relative to the file that set it;
-// --set: the current directory; the compiled-in default: WG_CONFIG_DIR.
-fs::path resolve_streams_dir(const Leaf* leaf, const std::string& value) {
-  fs::path base = fs::current_path();
-  if (leaf && leaf->kind == SourceKind::Default) base = WG_CONFIG_DIR;
-  if (leaf && leaf->kind == SourceKind::File) base = fs::path(leaf->origin.source).parent_path();
-  const fs::path p = fs::path(value).is_absolute() ? fs::path(value) : base / value;
-  return fs::absolute(p).lexically_normal();
+// A relative path set in a config file is taken relative to that file; for
+// a key of WeatherGenerator's (`upstream_key`) only when it exists there
+// (this project's files), else relative to the working directory, as
+// WeatherGenerator takes it; --set: the working directory; the
+// compiled-in default: WG_CONFIG_DIR. `rule` says which applied, for the log.
+struct ResolvedPath {
+  fs::path path;
+  std::string rule;
+};
+
+ResolvedPath resolve_path(const Leaf* leaf, const std::string& value, bool upstream_key,
+                          const std::function<bool(const fs::path&)>& found = {}) {
+  const auto absolute = [](const fs::path& p) {
+    fs::path a = fs::absolute(p).lexically_normal();
+    return a.has_filename() || a == a.root_path() ? a : a.parent_path();  // "dir/" -> "dir"
+  };
+  if (fs::path(value).is_absolute()) return {absolute(value), "absolute"};
+  if (leaf && leaf->kind == SourceKind::Default)
+    return {absolute(fs::path(WG_CONFIG_DIR) / value), "relative to the built-in config directory"};
+  if (leaf && leaf->kind == SourceKind::File) {
+    const fs::path beside = absolute(fs::path(leaf->origin.source).parent_path() / value);
+    std::error_code ec;
+    if (!upstream_key || (found ? found(beside) : fs::exists(beside, ec)))
+      return {beside, "relative to " + leaf->origin.source};
+    return {absolute(value), "relative to the working directory as WeatherGenerator resolves it; not found "
+                             "relative to " + leaf->origin.source};
+  }
+  return {absolute(value), "relative to the working directory"};
 }
 
-// data_path: relative to the file that set it (like streams_directory); when
-// empty, the environment variable WG_DATA_PATH (relative to the current
-// directory); still empty: relative filenames cannot be resolved, which the
-// data layer reports when a stream needs it.
-void resolve_data_path(const Tree& tree, Config& cfg) {
+// data_path (this project's key): relative to the file that sets it; when empty, the environment variable
+// WG_DATA_PATH (relative to the current directory); still empty: relative
+// filenames cannot be resolved, which the data layer reports when a stream
+// needs it.
+void resolve_data_path(const Tree& tree, Config& cfg, bool log) {
   if (cfg.data_path.empty()) {
     const char* env = std::getenv("WG_DATA_PATH");
     if (env && *env) cfg.data_path = fs::absolute(env).lexically_normal().string();
     return;
   }
-  cfg.data_path = resolve_streams_dir(tree.find("data_path"), cfg.data_path).string();
+  const ResolvedPath r = resolve_path(tree.find("data_path"), cfg.data_path, false);
+  if (log && r.path.string() != cfg.data_path) spdlog::info("data_path {}: {} ({})", cfg.data_path, r.path.string(), r.rule);
+  cfg.data_path = r.path.string();
 }
 
-void load_streams(const Tree& tree, Config& cfg, Problems& problems) {
-  const Leaf* leaf = tree.find("streams_directory");
-  const fs::path dir = resolve_streams_dir(leaf, cfg.streams_directory);
-  cfg.streams_directory = dir.string();
-  const std::string set_at = leaf ? leaf->origin.str() : std::string("the built-in value");
+// WeatherGenerator's renamed stream directories: a streams_directory named
+// on the left that does not exist is looked for under the name on the right.
+const std::map<std::string, std::string>& streams_history() {
+  static const std::map<std::string, std::string> h = {{"streams_anemoi", "era5_1deg"},
+                                                       {"streams_mixed", "era5_nppatms_synop"},
+                                                       {"streams_ocean", "fesom"},
+                                                       {"streams_icon", "icon"},
+                                                       {"streams_mixed_experimental", "cerra_seviri"}};
+  return h;
+}
+
+// The stream files under `dir`, recursively, as upstream finds them (*.yml;
+// here also *.yaml), leaving out names starting with '.' or '#' (editor
+// files), in path order.
+std::vector<fs::path> stream_files(const fs::path& dir) {
+  std::vector<fs::path> files;
   std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const auto name = it->path().filename().string();
+    const auto ext = it->path().extension();
+    if (it->is_regular_file(ec) && (ext == ".yml" || ext == ".yaml") && name[0] != '.' && name[0] != '#')
+      files.push_back(it->path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void load_streams(const Tree& tree, Config& cfg, bool log, Loaded& out, Problems& problems) {
+  const Leaf* leaf = tree.find("streams_directory");
+  std::error_code ec;
+  // `dir`, or the directory its WeatherGenerator renames lead to; `tried` lists them.
+  const auto follow = [&ec](fs::path dir, std::vector<std::string>* tried) {
+    while (!fs::is_directory(dir, ec) && streams_history().count(dir.filename().string())) {
+      dir = dir.parent_path() / streams_history().at(dir.filename().string());
+      if (tried) tried->push_back(dir.string());
+    }
+    return dir;
+  };
+  const ResolvedPath resolved = resolve_path(leaf, cfg.streams_directory, true, [&](const fs::path& p) {
+    return fs::is_directory(follow(p, nullptr), ec);
+  });
+  const std::string set_at = leaf ? leaf->origin.str() : std::string("the built-in value");
+  std::vector<std::string> tried = {resolved.path.string()};
+  const fs::path dir = follow(resolved.path, &tried);
   if (!fs::is_directory(dir, ec)) {
-    problems.push_back(set_at + ": streams_directory '" + dir.string() +
-                       "' does not exist or is not a directory");
+    problems.push_back(set_at + ": streams_directory '" + join(tried, "', nor its renamed '") +
+                       "' does not exist or is not a directory (" + resolved.rule + ")");
     return;
   }
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const auto ext = entry.path().extension();
-    if (entry.is_regular_file() && (ext == ".yml" || ext == ".yaml")) files.push_back(entry.path());
+  if (log) {
+    spdlog::info("streams_directory {}: {} ({})", cfg.streams_directory, dir.string(), resolved.rule);
+    if (tried.size() > 1)
+      spdlog::warn("{}: streams_directory {} does not exist; using {}, its new name in WeatherGenerator",
+                   set_at, tried.front(), dir.string());
   }
-  std::sort(files.begin(), files.end(),
-            [](const fs::path& a, const fs::path& b) { return a.filename() < b.filename(); });
+  cfg.streams_directory = dir.string();
+  const std::vector<fs::path> files = stream_files(dir);
   if (files.empty()) {
     problems.push_back(set_at + ": streams_directory '" + dir.string() +
                        "' contains no stream files (*.yml, *.yaml)");
@@ -120,6 +188,7 @@ void load_streams(const Tree& tree, Config& cfg, Problems& problems) {
   for (const auto& file : files) {
     const std::string path = file.string();
     const auto doc = read_yaml_file(path, problems);
+    if (doc && doc->IsNull() && log) spdlog::warn("stream file {} is empty: skipped", path);
     if (!doc || doc->IsNull()) continue;
     if (!doc->IsMap()) {
       problems.push_back(path + ":" + std::to_string(doc->Mark().line + 1) +
@@ -151,6 +220,7 @@ void load_streams(const Tree& tree, Config& cfg, Problems& problems) {
       flatten(kv.second, "", path, SourceKind::File, {}, settings, problems);
       check_keys(settings, stream_schema(), " in stream '" + name + "'", problems);
       cfg.streams.push_back(decode_stream(name, origin, settings, problems));
+      out.stream_settings.emplace_back(name, kv.second);
     }
   }
   if (cfg.streams.empty() && problems.size() == problems_before)
@@ -164,9 +234,10 @@ Loaded load_all(const ConfigSources& sources, bool warn) {
     check_keys(source, config_schema(), "", problems);
     out.tree.overlay(source);
   };
-  if (sources.include_defaults) {
-    if (auto doc = parse_yaml(default_config_text(), kDefaultSource, problems)) {
-      Tree defaults = flatten_document(*doc, kDefaultSource, SourceKind::Default, config_aliases(), problems);
+  Tree defaults;
+  if (auto doc = parse_yaml(default_config_text(), kDefaultSource, problems)) {
+    defaults = flatten_document(*doc, kDefaultSource, SourceKind::Default, config_aliases(), problems);
+    if (sources.include_defaults) {
       check_required(defaults, config_schema(), kDefaultSource, problems);
       add(defaults);
     }
@@ -177,10 +248,11 @@ Loaded load_all(const ConfigSources& sources, bool warn) {
   for (const auto& arg : sources.overrides) add(parse_override(arg, config_aliases(), problems));
 
   const auto bad = decode_config(out.tree, out.config, warn, problems);
-  if (!bad.count("streams_directory")) load_streams(out.tree, out.config, problems);
-  if (!bad.count("data_path")) resolve_data_path(out.tree, out.config);
+  if (!bad.count("streams_directory")) load_streams(out.tree, out.config, warn, out, problems);
+  if (!bad.count("data_path")) resolve_data_path(out.tree, out.config, warn);
   check_with_streams(out.tree, out.config, bad, problems);
   if (!problems.empty()) throw ConfigError(std::move(problems));
+  report_unused_keys(out.tree, defaults, warn);
   return out;
 }
 
@@ -245,6 +317,8 @@ std::string record_of(Loaded& loaded) {
                          "streams_directory"});
   std::map<std::string, EmitOverride> overrides = {{"streams_directory", {c.streams_directory, " (resolved)"}},
                                                    {"data_path", {c.data_path, " (resolved)"}}};
+  for (const auto& [path, leaf] : loaded.tree.leaves())
+    if (unused_key_of(path)) overrides[path].comment = " (not used)";
   // A section boolean the structured form overrides is left out (it has no effect).
   for (const auto& sec : recompute_sections())
     if (!sec.flag.empty() && (c.gradient_checkpointing.*sec.field).set) overrides[sec.flag].omit = true;
@@ -268,6 +342,7 @@ LoadedConfig load_run_config(const ConfigSources& sources) {
   cfg::Loaded loaded = cfg::load_all(sources, true);
   LoadedConfig out;
   out.resolved_yaml = cfg::record_of(loaded);
+  out.upstream_json = cfg::upstream_config_json(loaded.tree, loaded.stream_settings);
   out.config = std::move(loaded.config);
   return out;
 }

@@ -15,6 +15,9 @@ namespace {
 Error stream_type(const YAML::Node& n, StreamConfig& s) {
   if (n.IsScalar() && (n.Scalar() == "synthetic" || n.Scalar() == "anemoi" || n.Scalar() == "obs"))
     return s.type = n.Scalar(), std::nullopt;
+  if (n.IsScalar() && !n.Scalar().empty())  // fesom, or a plug-in reader of upstream's (cams, icon, ...)
+    return "is '" + n.Scalar() + "', which needs WeatherGenerator's " + n.Scalar() +
+           " reader; this trainer reads anemoi, obs and synthetic streams only";
   return "must be one of anemoi|obs|synthetic, " + got(n);
 }
 

@@ -244,9 +244,9 @@ void emit_nest(YAML::Emitter& out, const Nest& nest,
       continue;
     }
     std::string comment = kid.leaf->origin.str();
-    if (ov != overrides.end()) {
-      out << ov->second.value;
-      comment += ov->second.comment;
+    if (ov != overrides.end()) comment += ov->second.comment;
+    if (ov != overrides.end() && ov->second.value) {
+      out << *ov->second.value;
     } else {
       YAML::Node value = YAML::Clone(kid.leaf->value);
       if (!value.IsScalar()) value.SetStyle(YAML::EmitterStyle::Flow);

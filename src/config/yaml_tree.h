@@ -74,10 +74,11 @@ Tree parse_override(const std::string& arg, const Aliases& aliases, Problems& pr
 // A node as one line of YAML (flow style), for messages and output.
 std::string render(const YAML::Node& node);
 
-// Nested YAML of `tree` with "# origin" after each leaf. An override replaces
-// a leaf's value and adds text to its comment, or leaves the key out.
+// Nested YAML of `tree` with "# origin" after each leaf. An override adds
+// text to a leaf's comment and replaces its value (when given), or leaves the
+// key out.
 struct EmitOverride {
-  std::string value;
+  std::optional<std::string> value;
   std::string comment;
   bool omit = false;
 };

@@ -37,7 +37,7 @@ std::unique_ptr<SampleBuilder> open_builder(const Config& c, bool validation,
   for (const StreamConfig& s : c.streams) {
     StreamInput in;
     in.options = stream_options(c, s);
-    in.readers = open_stream_readers(in.options, windows, c.seed);
+    in.readers = open_stream_readers(in.options, windows, c.data_seed());
     streams.push_back(std::move(in));
   }
   return std::make_unique<SampleBuilder>(options, std::move(streams), grid);
@@ -68,7 +68,7 @@ Dataset::Dataset(const Config& c, int rank, int world)
     warnings_.push_back("samples_per_mini_epoch is " + std::to_string(c.samples_per_mini_epoch) + " but the period has " +
                         std::to_string(train_->num_candidates()) + " windows: a mini-epoch has " +
                         std::to_string(samples_per_epoch_) + " samples (as upstream)");
-  sampler_.emplace(c.seed, samples_per_epoch_, c.batch_size_per_gpu, world);
+  sampler_.emplace(c.data_seed(), samples_per_epoch_, c.batch_size_per_gpu, world);
   warn_outside(*train_, "training period", c.start_date, c.end_date, warnings_);
   summary_ = std::to_string(train_->num_candidates()) + " training windows of " +
              std::to_string(train_->windows().length() / 3600) + " h every " +

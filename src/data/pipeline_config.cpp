@@ -51,7 +51,7 @@ PipelineOptions pipeline_options(const Config& c, bool validation) {
   // Forecast mode: windows of forecast_delta_hrs (0: len_hrs) hours.
   o.len_hrs = o.mode == TrainingMode::Forecast && c.forecast_delta_hrs > 0 ? c.forecast_delta_hrs : c.len_hrs;
   o.step_hrs = c.step_hrs;
-  o.seed = c.seed;
+  o.seed = c.data_seed();
   o.shuffle = c.shuffle;
   return o;
 }

@@ -2,6 +2,9 @@
 // Piece::recompute; forward is one loop over the pieces.
 #include "wg/model/embed_transformer.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "wg/data/tokenizer.h"
 
 namespace wg {
@@ -38,7 +41,12 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
     // WeatherGenerator widens the centroid part so C divides the rest.
     e_ = o.embed_size_centroids + (total - o.embed_size_centroids) % o.num_channels;
     d_c_ = (total - e_) / o.num_channels;
-    TORCH_CHECK(d_c_ >= 1, "embed: num_tokens*dim_out too small for ", o.num_channels, " channels");
+    if (d_c_ < 1)  // a configuration that cannot be built: an error of the run's configuration, not a crash
+      throw std::invalid_argument(
+          "stream '" + o.stream + "': embed.num_tokens (" + std::to_string(o.num_tokens) + ") x ae_local_dim_embed (" +
+          std::to_string(o.dim_out) + ") - embed_size_centroids (" + std::to_string(o.embed_size_centroids) +
+          ") must be at least the stream's " + std::to_string(o.num_channels) +
+          " input features per point (embed_unembed_mode block gives each one a slice); raise ae_local_dim_embed");
     auto unembed = register_module("unembed", torch::nn::ModuleList());
     auto ln_final = register_module("ln_final", torch::nn::ModuleList());
     for (int c = 0; c < o.num_channels; ++c) {

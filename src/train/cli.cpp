@@ -32,8 +32,11 @@ CliOptions parse_cli(int argc, const char* const* argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
   app.add_flag("--print-plan", o.print_plan, "print the resolved recomputation plan and exit");
-  auto* weights = app.add_option("--init-weights", o.init_weights, "initialise the model from a safetensors file")
-                      ->type_name("FILE");
+  auto* weights = app.add_option("--init-weights", o.init_weights,
+                                 "initialise the model from a safetensors file, a .chkpt (torch.save, e.g. "
+                                 "WeatherGenerator's) or a run directory {model_path}/{run_id}/ (its "
+                                 "{run_id}_latest.chkpt, else its newest {run_id}_chkpt<N>.chkpt)")
+                      ->type_name("PATH");
   app.add_option("--init-weights-prefix", o.init_weights_prefix,
                  "only tensors named P...; they load into parameters Q... (default Q = P), e.g. "
                  "embed_engine.embeds.ERA5. to take one stream's embed transformer")

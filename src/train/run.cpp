@@ -19,7 +19,7 @@ int run_training(const CliOptions& options, const DistContext& dist) {
   Trainer& trainer = *training.trainer;
   if (!options.dump_step.empty()) return run::dump_step(options, config, trainer, dist);
 
-  const run::RunDir dir = run::make_run_dir(config, loaded.resolved_yaml, plan.plan, dist);
+  const run::RunDir dir = run::make_run_dir(loaded, plan.plan, dist);
   const PlanPrediction prediction = run::plan_automatically(trainer, config, plan, place, dist);
   if (options.print_plan) return 0;
   if (plan.automatic) run::write_plan(dir, trainer.plan(), dist);

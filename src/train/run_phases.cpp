@@ -1,12 +1,14 @@
 // The phases of the wgtrain run (see run_phases.h).
 #include "train/run_phases.h"
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -19,6 +21,7 @@
 #include "wg/train/step_dump.h"
 #include "wg/train/stop_request.h"
 #include "wg/train/train_checkpoint.h"
+#include "wg/train/upstream_run.h"
 #include "wg/util/logging.h"
 #include "wg/util/memory.h"
 #include "wg/util/threads.h"
@@ -155,14 +158,22 @@ RankPlan plan_rank(const Config& config, const Placement& place, const DistConte
   return plan;
 }
 
-RunDir make_run_dir(const Config& config, const std::string& resolved_yaml, const RecomputePlan& plan,
-                    const DistContext& dist) {
+RunDir make_run_dir(const LoadedConfig& loaded, const RecomputePlan& plan, const DistContext& dist) {
+  const Config& config = loaded.config;
   RunDir run;
   run.run_id = dist.broadcast_string(config.run_id.empty() ? new_run_id() : config.run_id);  // one run, one id
   run.path = fs::path(config.run_root) / run.run_id;
+  run.num_mini_epochs = config.num_mini_epochs;
+  // Upstream's loader finds the weights at {model_path}/{run_id}: here, run_root.
+  auto json = nlohmann::json::parse(loaded.upstream_json);
+  json["run_id"] = run.run_id;
+  json["model_path"] = fs::absolute(config.run_root).lexically_normal().string();
+  json["run_path"] = json["model_path"];
+  json["data_loader_rng_seed"] = config.data_seed();
+  run.upstream_json = json.dump();
   if (dist.rank() == 0) {
     fs::create_directories(run.path);
-    write_text(run.path / "config.yml", resolved_yaml);
+    write_text(run.path / "config.yml", loaded.resolved_yaml);
   }
   write_plan(run, plan, dist);
   return run;
@@ -185,12 +196,15 @@ Training build_trainer(const Config& config, Dataset data, const RankPlan& plan,
   }
   if (options.init_weights.empty()) return t;
   try {
-    const int n = load_weights(*t.trainer->model(), options.init_weights,
-                               parse_weights_mapping(options.init_weights_prefix));
-    if (dist.rank() == 0)
-      spdlog::info("initialised {} tensors from {}{}", n, options.init_weights,
+    const std::string file = weights_file_in(options.init_weights);  // a file, or a model directory's newest
+    const int n = load_weights(*t.trainer->model(), file, parse_weights_mapping(options.init_weights_prefix));
+    if (dist.rank() == 0) {
+      spdlog::info("initialised {} tensors from {}{}", n, file,
                    options.init_weights_prefix.empty() ? "" : " (prefix " + options.init_weights_prefix + ")");
-  } catch (const std::runtime_error& e) {  // SafetensorsError, WeightsMismatchError: the same file on every rank
+      if (const std::string saved = saved_config_of(file); !saved.empty())
+        spdlog::info("the configuration it was trained with: {} (this run's comes from --config and --set)", saved);
+    }
+  } catch (const std::runtime_error& e) {  // Safetensors/Chkpt/WeightsMismatchError: the same file on every rank
     throw RunError(2, std::string("--init-weights: ") + e.what());
   }
   return t;
@@ -298,9 +312,11 @@ Trainer::Control resume_and_control(const Config& config, const RunDir& run, Tra
     return dist.allreduce_max(local ? 1.0 : 0.0) > 0;
   };
   control.checkpoint_every = config.train_log_freq.checkpoint;
-  const std::string dir = run.path.string();
   const int keep = config.checkpoint_keep;
-  control.checkpoint = [dir, &trainer, &dist, keep](int64_t next) { save_checkpoint(dir, trainer, next, dist, keep); };
+  control.checkpoint = [run, &trainer, &dist, keep](int64_t next) {
+    save_checkpoint(run.path.string(), trainer, next, dist, keep);
+    if (dist.rank() == 0) write_upstream_weights(run, upstream_tag(-1), trainer);  // as upstream: _latest
+  };
   return control;
 }
 
@@ -313,20 +329,39 @@ RunSummary train(Trainer& trainer, Sinks& sinks, const Trainer::Control& control
   }
 }
 
+namespace {
+
+// Runs `save` with the weights upstream saves in the model: the weight
+// average when the run keeps one (validate_with_ema), else the weights.
+void with_saved_weights(Trainer& trainer, const std::function<void()>& save) {
+  WeightAverage* ema = trainer.weight_average();
+  if (!ema) return save();
+  const auto params = trainer.model()->parameters();
+  ema->swap_with(params);
+  try {
+    save();
+  } catch (...) {
+    ema->swap_with(params);
+    throw;
+  }
+  ema->swap_with(params);
+}
+
+}  // namespace
+
+void write_upstream_weights(const RunDir& run, const std::string& tag, Trainer& trainer) {
+  with_saved_weights(trainer, [&] { write_upstream_model(run.path, run.run_id, tag, *trainer.model(), run.upstream_json); });
+}
+
 void finish(const RunDir& run, const RunSummary& summary, Trainer& trainer, Sinks& sinks, const DistContext& dist) {
   if (dist.rank() == 0) {
-    // As upstream's checkpoints: the weight average when the run keeps one.
     const auto path = (run.path / "weights.safetensors").string();
-    if (WeightAverage* ema = trainer.weight_average()) {
-      const auto params = trainer.model()->parameters();
-      ema->swap_with(params);
-      save_weights(*trainer.model(), path);
-      ema->swap_with(params);
-      spdlog::info("weights written to {} (the weight average, validate_with_ema, as upstream saves them)", path);
-    } else {
-      save_weights(*trainer.model(), path);
-      spdlog::info("weights written to {}", path);
-    }
+    with_saved_weights(trainer, [&] { save_weights(*trainer.model(), path); });
+    write_upstream_weights(run, upstream_tag(-1), trainer);
+    if (!summary.stopped_early) write_upstream_weights(run, upstream_tag(run.num_mini_epochs), trainer);
+    spdlog::info("weights written to {}, and as WeatherGenerator's {}_{}.chkpt beside it{}", path, run.run_id,
+                 summary.stopped_early ? upstream_tag(-1) : upstream_tag(run.num_mini_epochs),
+                 trainer.weight_average() ? " (the weight average, validate_with_ema, as upstream saves them)" : "");
     if (summary.stopped_early)
       spdlog::info("stopped at step {} ({}); the checkpoint is saved: run again with run_id {} to continue",
                    summary.next_step, stop_requested() ? "signal " + std::to_string(stop_signal()) : "time limit",

@@ -50,12 +50,18 @@ RankPlan plan_rank(const Config& config, const Placement& place, const DistConte
 void log_plans_per_rank(const DistContext& dist, const Placement& place, const RecomputePlan& plan);
 
 // run_root/run_id, with config.yml and plan.txt written by rank 0.
+// Also WeatherGenerator's model directory (wg/train/upstream_run.h): its
+// .chkpt weights and model_<run_id>_<tag>.json are written beside ours.
 struct RunDir {
   std::string run_id;
   std::filesystem::path path;
+  std::string upstream_json;   // the configuration as upstream saves it
+  int64_t num_mini_epochs = 0;  // the tag of the final save (chkpt<N>)
 };
-RunDir make_run_dir(const Config& config, const std::string& resolved_yaml, const RecomputePlan& plan,
-                    const DistContext& dist);
+RunDir make_run_dir(const LoadedConfig& loaded, const RecomputePlan& plan, const DistContext& dist);
+// Rank 0: the weights upstream would save (the weight average when the run
+// keeps one) as {run_id}_{tag}.chkpt with its JSON.
+void write_upstream_weights(const RunDir& run, const std::string& tag, Trainer& trainer);
 void write_plan(const RunDir& run, const RecomputePlan& plan, const DistContext& dist);
 
 // The communicator (several ranks) and the trainer, initialised from

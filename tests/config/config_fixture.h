@@ -107,6 +107,7 @@ class ConfigTest : public ::testing::Test {
 inline std::vector<std::string> warnings_of(const std::function<void()>& fn) {
   auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(32);
   sink->set_pattern("%v");
+  sink->set_level(spdlog::level::warn);  // warnings and errors, not the info lines
   auto old = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
   try {

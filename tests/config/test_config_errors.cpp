@@ -143,8 +143,10 @@ TEST_F(ConfigTest, OnlyKeysRejectTheirOtherValue) {
   EXPECT_EQ(one_problem(files({n})), n + ":1: norm_type is RMSNorm, which this trainer does not build yet (where "
                                          "upstream puts its weights is not specified); use LayerNorm");
   EXPECT_EQ(one_problem(sets({"decoder_type=PerceiverIO"})),
-            "--set 'decoder_type=PerceiverIO': decoder_type must be one of PerceiverIOCoordConditioning, got "
-            "'PerceiverIO'");
+            "--set 'decoder_type=PerceiverIO': decoder_type is 'PerceiverIO', one of WeatherGenerator's other "
+            "decoders, which this trainer does not build; use PerceiverIOCoordConditioning (upstream's default)");
+  EXPECT_EQ(one_problem(sets({"decoder_type=Perceiver"})),
+            "--set 'decoder_type=Perceiver': decoder_type must be PerceiverIOCoordConditioning, got 'Perceiver'");
   EXPECT_EQ(one_problem(sets({"latent_noise_kl_weight=0.1"})),
             "--set 'latent_noise_kl_weight=0.1': latent_noise_kl_weight must be a number in [0, 0], got '0.1'");
   EXPECT_EQ(one_problem(sets({"ae_aggregation_att_dense_rate=0.5"})),
@@ -277,8 +279,11 @@ TEST_F(ConfigTest, ConflictingAliasesInOneFile) {
 
 TEST_F(ConfigTest, MissingStreamsDirectory) {
   const auto f = write("a.yml", "seed: 3\nstreams_directory: nowhere/\n");
-  EXPECT_EQ(one_problem(files({f})), f + ":2: streams_directory '" + (dir / "nowhere/").string() +
-                                         "' does not exist or is not a directory");
+  // Not beside the file: taken from the working directory, as WeatherGenerator does, and said so.
+  EXPECT_EQ(one_problem(files({f})), f + ":2: streams_directory '" + (fs::current_path() / "nowhere").string() +
+                                         "' does not exist or is not a directory (relative to the working "
+                                         "directory as WeatherGenerator resolves it; not found relative to " +
+                                         f + ")");
 }
 
 TEST_F(ConfigTest, EmptyStreamsDirectory) {
@@ -316,7 +321,8 @@ TEST_F(ConfigTest, FileBackedStreamsNeedAStore) {
   EXPECT_EQ(e.filenames, (std::vector<std::string>{"a.zarr", "b.zarr"}));
   EXPECT_TRUE(e.tokenize_spacetime);
   const std::string bad = one_problem(files({with_streams("d.yml", "", stream_entry("X", "  type: grib\n  token_size: 8\n"))}));
-  EXPECT_EQ(bad, s + ":2: stream 'X': type must be one of anemoi|obs|synthetic, got 'grib'");
+  EXPECT_EQ(bad, s + ":2: stream 'X': type is 'grib', which needs WeatherGenerator's grib reader; this trainer "
+                     "reads anemoi, obs and synthetic streams only");
 }
 
 // WeatherGenerator's own stream file (config/streams/era5_1deg/era5.yml, as

@@ -60,4 +60,38 @@ assert changed > len(twin) // 2, "the twin did not change the weights (%d of %d)
 print("weights round trip: %d tensors, the C++ model holds the twin'"'"'s exactly (%d changed by the twin)" % (len(twin), changed))
 ' "$here/../reference" "$work/twin_weights.safetensors" "$work/w0.safetensors" "$work/w1.safetensors"
 /usr/bin/python3 "$twin" check "$work/w1.safetensors" --threads 2 --show 3 --rtol 1e-5 --atol-rel 1e-4
+# The same both ways as WeatherGenerator's .chkpt: the twin torch.saves its
+# state_dict, wgtrain loads it (its dump holds those tensors exactly and
+# passes the check: the same forward output as the twin's); a short wgtrain
+# run writes {run_id}_latest.chkpt, which the twin loads with
+# torch.load(weights_only=True) and load_state_dict(strict=True), and which
+# holds the run's weights.safetensors bit for bit.
+echo "== weights as .chkpt: twin (torch.save) -> C++ -> twin (torch.load)"
+/usr/bin/python3 "$twin" export-weights "$work/w0.safetensors" "$work/twin_weights.chkpt"
+"$wgtrain" --config "$cfg" --set run_root="$work/runs" --log-level warn --init-weights "$work/twin_weights.chkpt" \
+  --dump-step "$work/w2.safetensors"
+/usr/bin/python3 -c '
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import safetensors_io as st
+sd = torch.load(sys.argv[2], weights_only=True)
+after, _ = st.read(sys.argv[3])
+p = {k[len("params."):]: v for k, v in after.items() if k.startswith("params.")}
+assert list(p) == list(sd), "names or order differ: %s" % (set(p) ^ set(sd))
+bad = [k for k in sd if not (p[k].dtype == sd[k].dtype and p[k].shape == sd[k].shape and (p[k] == sd[k]).all())]
+assert not bad, "not loaded bit for bit: %s" % bad[:5]
+print(".chkpt from torch.save: %d tensors, the C++ model holds them exactly" % len(sd))
+' "$here/../reference" "$work/twin_weights.chkpt" "$work/w2.safetensors"
+/usr/bin/python3 "$twin" check "$work/w2.safetensors" --threads 2 --show 3 --rtol 1e-5 --atol-rel 1e-4
+"$wgtrain" --config "$cfg" --set run_root="$work/runs" --set run_id=chkpt --set samples_per_mini_epoch=4 \
+  --log-level warn --init-weights "$work/twin_weights.chkpt"
+/usr/bin/python3 "$twin" load-chkpt "$work/runs/chkpt/chkpt_latest.chkpt" "$work/w0.safetensors"
+/usr/bin/python3 -c '
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import safetensors_io as st
+sd = torch.load(sys.argv[2], weights_only=True); own, _ = st.read(sys.argv[3])
+assert list(sd) == list(own) and all((sd[k] == own[k]).all() for k in sd), "the .chkpt differs from weights.safetensors"
+print("wgtrain .chkpt: %d tensors, equal to the run'"'"'s weights.safetensors" % len(sd))
+' "$here/../reference" "$work/runs/chkpt/chkpt_latest.chkpt" "$work/runs/chkpt/weights.safetensors"
 echo "twin check: all passed"

@@ -12,8 +12,13 @@ Owns the commands (files are safetensors step dumps, docs/step-dump.md):
                    load a dump's params.* into the twin by state_dict name,
                    shift every floating tensor by a small deterministic
                    amount (so the file differs from the dump) and save the
-                   twin's state_dict as safetensors: weights made by the twin,
-                   for `wgtrain --init-weights`
+                   twin's state_dict as safetensors (or, when OUT ends in
+                   .chkpt, with torch.save as WeatherGenerator saves its
+                   weights): weights made by the twin, for `wgtrain --init-weights`
+  load-chkpt CHKPT DUMP
+                   torch.load(CHKPT, weights_only=True) a .chkpt written by
+                   wgtrain and load_state_dict(strict=True) it into the twin
+                   built from the dump's config
   count            build the default model (one ERA5 stream) on the meta device,
                    print the number of state_dict tensors and parameters
   bench DUMP...    train the twin per recomputation mode on the dumps' batches
@@ -107,8 +112,26 @@ def cmd_export_weights(a):
                 k = torch.arange(t.numel(), dtype=torch.float64).reshape(t.shape)
                 t = (t.double() + a.shift * torch.sin(k + i)).float()
             out[name] = t.contiguous()
-    st.write(a.output, out, {"format": "pt", "written_by": "tests/reference/wg_twin.py export-weights"})
+    if a.output.endswith(".chkpt"):  # as upstream's trainer: torch.save(model.state_dict())
+        model.load_state_dict(out, strict=True)
+        torch.save(model.state_dict(), a.output)
+    else:
+        st.write(a.output, out, {"format": "pt", "written_by": "tests/reference/wg_twin.py export-weights"})
     print(f"wrote {a.output}: {len(out)} tensors from the twin's state_dict")
+    return 0
+
+
+def cmd_load_chkpt(a):
+    _tensors, _meta, cfg, _B = wg_step.read_dump(a.dump)
+    sd = torch.load(a.chkpt, map_location="cpu", weights_only=True)
+    model = WGModel(cfg)
+    model.load_state_dict(sd, strict=True)
+    names = list(model.state_dict())
+    if list(sd) != names:
+        print("wg_twin load-chkpt: the names are not in the state_dict's order", file=sys.stderr)
+        return 1
+    print(f"{a.chkpt}: {len(sd)} tensors ({type(sd).__name__}), torch.load(weights_only=True) and "
+          f"load_state_dict(strict=True) into the twin")
     return 0
 
 
@@ -151,12 +174,15 @@ def main(argv=None):
     e.add_argument("dump")
     e.add_argument("output")
     e.add_argument("--shift", type=float, default=1e-3, help="amplitude of the deterministic shift")
+    lc = sub.add_parser("load-chkpt", help="load a wgtrain .chkpt strictly into the twin of a dump's config")
+    lc.add_argument("chkpt")
+    lc.add_argument("dump")
     sub.add_parser("count", help="state_dict tensors and parameters of the default config")
     b = sub.add_parser("bench", help="train per recomputation mode on step dumps; times, peak memory (JSON)")
     wg_bench.add_arguments(b)
     a = p.parse_args(argv)
     return {"check": cmd_check, "make-dump": cmd_make_dump, "perturb": cmd_perturb, "count": cmd_count,
-            "export-weights": cmd_export_weights,
+            "export-weights": cmd_export_weights, "load-chkpt": cmd_load_chkpt,
             "bench": cmd_bench}[a.cmd](a)
 
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -232,6 +233,10 @@ struct Config {
   std::string run_id;             // empty: generated at start
   std::string run_root = "runs";  // run directory = run_root/run_id
   uint64_t seed = 42;
+  // upstream's data_loader_rng_seed: the data pipeline's seed; unset (upstream's
+  // `???`): `seed` (upstream takes the time, see docs/upstream-differences.md)
+  std::optional<uint64_t> data_loader_rng_seed;
+  uint64_t data_seed() const { return data_loader_rng_seed.value_or(seed); }
 
   // model (wg-model.md §1; per-stream nets in StreamConfig)
   int healpix_level = 5;

@@ -34,6 +34,9 @@ struct ConfigSources {
 struct LoadedConfig {
   Config config;
   std::string resolved_yaml;
+  // The same configuration as WeatherGenerator saves it (model_<run_id>.json:
+  // JSON, the streams as a list); the run sets run_id, model_path, run_path.
+  std::string upstream_json;
 };
 
 // Loads, overlays, validates; logs the warnings once. Throws ConfigError.
