@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -148,6 +149,16 @@ std::vector<fs::path> stream_files(const fs::path& dir) {
   return files;
 }
 
+// One stream entry: its settings checked and decoded, and kept as read.
+void add_stream(const std::string& name, const Origin& origin, const YAML::Node& settings_node, Config& cfg,
+                Loaded& out, Problems& problems) {
+  Tree settings;
+  flatten(settings_node, "", origin.source, SourceKind::File, {}, settings, problems);
+  check_keys(settings, stream_schema(), " in stream '" + name + "'", problems);
+  cfg.streams.push_back(decode_stream(name, origin, settings, problems));
+  out.stream_settings.emplace_back(name, settings_node);
+}
+
 void load_streams(const Tree& tree, Config& cfg, bool log, Loaded& out, Problems& problems) {
   const Leaf* leaf = tree.find("streams_directory");
   std::error_code ec;
@@ -216,15 +227,73 @@ void load_streams(const Tree& tree, Config& cfg, bool log, Loaded& out, Problems
                            got(kv.second));
         continue;
       }
-      Tree settings;
-      flatten(kv.second, "", path, SourceKind::File, {}, settings, problems);
-      check_keys(settings, stream_schema(), " in stream '" + name + "'", problems);
-      cfg.streams.push_back(decode_stream(name, origin, settings, problems));
-      out.stream_settings.emplace_back(name, kv.second);
+      add_stream(name, origin, kv.second, cfg, out, problems);
     }
   }
   if (cfg.streams.empty() && problems.size() == problems_before)
     problems.push_back(set_at + ": streams_directory '" + dir.string() + "' defines no streams");
+}
+
+// A saved run configuration: WeatherGenerator's model_<run_id>_<tag>.json
+// (or this trainer's, written beside its .chkpt), taken by its extension.
+bool is_saved_run_config(const std::string& file) { return fs::path(file).extension() == ".json"; }
+
+// Its keys that this trainer knows go into `known` (but run_id: the run
+// started from it is a new run unless --set run_id says otherwise); the others (upstream's
+// runtime and private-config keys: rank, with_ddp, data_path_anemoi, ...)
+// are named in one log line; its `streams` list is kept for
+// load_saved_streams.
+void split_saved_run_config(const Tree& saved, const std::string& file, bool log, Tree& known,
+                            std::optional<Leaf>& streams) {
+  std::vector<std::string> ignored;
+  for (const auto& [path, leaf] : saved.leaves()) {
+    if (path == "streams") {
+      streams.emplace(leaf);
+      continue;
+    }
+    if (path == "run_id") continue;  // a new run gets a new id, as upstream's --from_run_id
+    Tree one;
+    one.set(path, leaf);
+    Problems unknown;
+    check_keys(one, config_schema(), "", unknown);
+    if (unknown.empty()) {
+      known.set(path, leaf);
+    } else {
+      const std::string top = path.substr(0, path.find('.'));
+      if (!contains(ignored, top)) ignored.push_back(top);
+    }
+  }
+  if (log && !ignored.empty())
+    spdlog::info("{}: a saved run configuration; {} of its keys are not this trainer's and are ignored: {}", file,
+                 ignored.size(), join(ignored, ", "));
+}
+
+// The streams of a saved run configuration: a list of settings maps, each
+// with its `name`.
+void load_saved_streams(const Leaf& leaf, Config& cfg, Loaded& out, Problems& problems) {
+  const std::string at = leaf.origin.str();
+  if (!leaf.value.IsSequence() || leaf.value.size() == 0) {
+    problems.push_back(at + ": streams must be a non-empty list of stream settings, " + got(leaf.value));
+    return;
+  }
+  cfg.streams_directory.clear();
+  std::map<std::string, bool> seen;
+  for (const auto& entry : leaf.value) {
+    const YAML::Node name = entry.IsMap() ? entry["name"] : YAML::Node();
+    if (!name.IsDefined() || !name.IsScalar() || name.Scalar().empty()) {
+      problems.push_back(at + ": each entry of streams must be a map of settings with a name, got " + render(entry));
+      continue;
+    }
+    if (seen[name.Scalar()]) {
+      problems.push_back(at + ": stream '" + name.Scalar() + "' is defined twice");
+      continue;
+    }
+    seen[name.Scalar()] = true;
+    YAML::Node settings(YAML::NodeType::Map);
+    for (const auto& kv : entry)
+      if (kv.first.Scalar() != "name") settings[kv.first] = kv.second;
+    add_stream(name.Scalar(), leaf.origin, settings, cfg, out, problems);
+  }
 }
 
 Loaded load_all(const ConfigSources& sources, bool warn) {
@@ -242,13 +311,32 @@ Loaded load_all(const ConfigSources& sources, bool warn) {
       add(defaults);
     }
   }
-  for (const auto& file : sources.files)
-    if (auto doc = read_yaml_file(file, problems))
-      add(flatten_document(*doc, file, SourceKind::File, config_aliases(), problems));
+  std::optional<Leaf> saved_streams;  // from a saved run configuration (.json)
+  for (const auto& file : sources.files) {
+    auto doc = read_yaml_file(file, problems);
+    if (!doc) continue;
+    Tree tree = flatten_document(*doc, file, SourceKind::File, config_aliases(), problems);
+    if (!is_saved_run_config(file)) {
+      add(tree);
+      continue;
+    }
+    Tree known;
+    std::optional<Leaf> streams;
+    split_saved_run_config(tree, file, warn, known, streams);
+    add(known);
+    saved_streams.reset();
+    if (streams) saved_streams.emplace(*streams);
+  }
   for (const auto& arg : sources.overrides) add(parse_override(arg, config_aliases(), problems));
 
   const auto bad = decode_config(out.tree, out.config, warn, problems);
-  if (!bad.count("streams_directory")) load_streams(out.tree, out.config, warn, out, problems);
+  const Leaf* dir_leaf = out.tree.find("streams_directory");
+  // The saved streams, unless a later file or --set names a streams_directory.
+  if (saved_streams && !(dir_leaf && dir_leaf->origin.source != saved_streams->origin.source &&
+                         dir_leaf->kind != SourceKind::Default))
+    load_saved_streams(*saved_streams, out.config, out, problems);
+  else if (!bad.count("streams_directory"))
+    load_streams(out.tree, out.config, warn, out, problems);
   if (!bad.count("data_path")) resolve_data_path(out.tree, out.config, warn);
   check_with_streams(out.tree, out.config, bad, problems);
   if (!problems.empty()) throw ConfigError(std::move(problems));

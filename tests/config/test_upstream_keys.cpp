@@ -156,4 +156,38 @@ TEST_F(ConfigTest, UpstreamJsonHoldsTheConfigAndTheStreamsAsUpstreamSavesThem) {
   EXPECT_EQ(s.at("embed").at("num_blocks"), 3);
 }
 
+TEST_F(ConfigTest, ASavedRunConfigLoadsWithItsStreams) {
+  // The JSON a run saves beside its .chkpt (this trainer's, or upstream's
+  // with its runtime and private-config keys), given as --config.
+  const LoadedConfig first = load_run_config(files({write("a.yml", "healpix_level: 3\nseed: 9\nrun_id: old\n")}));
+  auto j = nlohmann::json::parse(first.upstream_json);
+  j["rank"] = 0;
+  j["with_ddp"] = true;
+  j["data_path_anemoi"] = "/p/anemoi";
+  j["model_path"] = "/p/models";
+  j["streams_directory"] = "./config/streams/nowhere/";  // the saved streams are used, not this
+  const auto saved = write("model_old_latest.json", j.dump());
+  ConfigSources s;
+  s.files = {saved};
+  const Config c = load_config(s);
+  EXPECT_EQ(c.healpix_level, 3);
+  EXPECT_EQ(c.seed, 9u);
+  EXPECT_EQ(c.run_id, "");  // a new run, as upstream's --from_run_id
+  ASSERT_EQ(c.streams.size(), 1u);
+  EXPECT_EQ(c.streams[0].name, "S1");
+  EXPECT_EQ(c.streams[0].embed.num_blocks, 3);
+  EXPECT_EQ(c.streams[0].origin.source, saved);
+  // A streams_directory given after it wins.
+  write("other/s2.yml", std::string(kStream).replace(0, 2, "S2"));
+  s.overrides = {"streams_directory=" + (dir / "other").string()};
+  const Config d = load_config(s);
+  ASSERT_EQ(d.streams.size(), 1u);
+  EXPECT_EQ(d.streams[0].name, "S2");
+  // A broken list is one clear problem.
+  j["streams"] = 5;
+  s.files = {write("bad.json", j.dump())};
+  s.overrides = {};
+  EXPECT_EQ(one_problem(s), s.files[0] + ":1: streams must be a non-empty list of stream settings, got '5'");
+}
+
 }  // namespace wg::config_test
