@@ -66,6 +66,18 @@ grep -q "streams_mixed does not exist; using .*era5_nppatms_synop" up-mixed.log 
 for s in ERA5 NPPATMS SurfaceCombined; do
   grep -q "^# $s:" runs/up-mixed/config.yml || fail "stream $s not loaded"
 done
+# Continuing from a run's saved configuration and weights, as upstream's
+# --from_run_id: the JSON's streams and settings, the .chkpt's tensors.
+echo "== wgtrain --config runs/up-mixed/model_up-mixed_latest.json --init-weights runs/up-mixed"
+if ! "$wgtrain" --config runs/up-mixed/model_up-mixed_latest.json --init-weights runs/up-mixed --data-path data \
+     >cont.log 2>&1; then
+  cat cont.log; fail "the continued run did not train"
+fi
+grep -qE "initialised [0-9]+ tensors from runs/up-mixed/up-mixed_latest.chkpt" cont.log || { cat cont.log; fail "weights"; }
+grep -qE "summary: [0-9]+ steps" cont.log || fail "no summary line"
+[ "$(grep -c "^# \(ERA5\|NPPATMS\|SurfaceCombined\):" "$(ls -d runs/*/ | grep -v up- | head -1)config.yml")" = 3 ] ||
+  fail "the continued run does not have the three streams"
+echo "ok: continued from the saved configuration and weights"
 # A typo in an upstream key is still an error, with the right hint.
 if "$wgtrain" --config config/default_config.yml --data-path data --set ae_local_num_block=3 --print-plan >typo.log 2>&1; then
   fail "a typo was accepted"
