@@ -261,10 +261,11 @@ Sinks attach_sinks(const Config& config, const CliOptions& options, const RunDir
     set_cpu_memory_limit(int64_t(config.auto_plan.cpu_memory_limit_gib * kGiB));
   const bool lead = dist.rank() == 0;
   if (lead)
-    spdlog::info("run {} in {}: {} rank(s) on {} node(s), {}, device {}, {} threads per rank, {} parameters, {} steps",
+    spdlog::info("run {} in {}: {} rank(s) on {} node(s), {}, device {}, {} threads per rank (BLAS: {}, {} thread(s)), "
+                 "{} parameters, {} steps",
                  run.run_id, run.path.string(), dist.size(), dist.num_nodes(),
                  dist.size() > 1 ? (place.device.is_cuda() ? "nccl" : "mpi") : "no communication", place.device.str(),
-                 place.threads, trainer.parameter_count(), trainer.total_steps());
+                 place.threads, blas_kind(), blas_threads(), trainer.parameter_count(), trainer.total_steps());
   Sinks s;
   if (lead && config.telemetry.enabled) {  // every rank reports its windows; rank 0 serves them
     RunIdentity id;
