@@ -186,6 +186,9 @@ void write_plan(const RunDir& run, const RecomputePlan& plan, const DistContext&
 Training build_trainer(const Config& config, Dataset data, const RankPlan& plan, const Placement& place,
                        const CliOptions& options, const DistContext& dist) {
   set_compute_threads(place.threads);
+  if (!keep_freed_cpu_memory(int64_t(config.cpu_keep_freed_mib) << 20) && dist.rank() == 0)
+    spdlog::warn("cpu_keep_freed_mib: this C library did not take malloc's thresholds; freed memory goes back "
+                 "to the system after each step");
   Training t;
   if (dist.size() > 1)
     t.comm = place.device.is_cuda() ? make_nccl_communicator(dist, place.device.index()) : make_mpi_communicator(dist);

@@ -9,10 +9,12 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/alignment.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 
 #include <c10/util/Exception.h>
 #include <cstdio>
@@ -113,11 +115,22 @@ MemorySnapshot memory_snapshot(const std::string& device) {
   }
   s.current_bytes = counters().current.load();
   s.peak_bytes = counters().peak.load();
-  s.reserved_peak_bytes = s.peak_bytes;
+  const struct mallinfo2 held = mallinfo2();  // bytes from the system: heap arenas + mmapped blocks
+  const int64_t held_bytes = int64_t(held.arena) + int64_t(held.hblkhd);
+  s.reserved_peak_bytes = std::max(s.peak_bytes, held_bytes);
   s.capacity_bytes = physical_memory();
   const long avail = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  s.available_bytes = (avail > 0 && page > 0 ? int64_t(avail) * page : 0) + s.current_bytes;
+  s.available_bytes = (avail > 0 && page > 0 ? int64_t(avail) * page : 0) + std::max(s.current_bytes, held_bytes);
   return s;
+}
+
+bool keep_freed_cpu_memory(int64_t bytes) {
+  if (bytes <= 0) return true;
+  const int keep = int(std::min<int64_t>(bytes, std::numeric_limits<int>::max()));
+  // glibc refuses an mmap threshold above half its heap size (32 MiB on 64-bit).
+  bool mmap_set = false;
+  for (int mib = 32; mib >= 4 && !mmap_set; mib /= 2) mmap_set = mallopt(M_MMAP_THRESHOLD, mib << 20) == 1;
+  return mallopt(M_TRIM_THRESHOLD, keep) == 1 && mmap_set;
 }
 
 void reset_peak_memory(const std::string& device) {

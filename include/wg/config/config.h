@@ -377,6 +377,7 @@ struct Config {
   // execution
   std::string device = "auto";  // auto | cpu | cuda
   int num_threads = 0;          // 0: $OMP_NUM_THREADS if set, else cores of the node / ranks on the node
+  int cpu_keep_freed_mib = 1024;  // freed CPU memory kept for the next step, per rank (0: glibc's defaults)
 
   TrainLogFreq train_log_freq;
 };
