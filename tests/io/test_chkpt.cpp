@@ -20,6 +20,7 @@
 #include "wg/io/weights.h"
 #include "wg/model/model_options.h"
 #include "wg/train/trainer.h"
+#include "file_bytes.h"
 
 namespace wg {
 namespace {
@@ -45,16 +46,8 @@ TinyNet tiny_net(uint64_t seed) {
   return net;
 }
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
-}
+using wg::io_testing::read_bytes;
+using wg::io_testing::write_bytes;
 
 std::string bytes_of(const TensorRecord& r) { return std::string(r.data.begin(), r.data.end()); }
 

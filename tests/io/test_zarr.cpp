@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "wg/io/zarr.h"
+#include "file_bytes.h"
 
 namespace wg::zarr {
 namespace {
@@ -29,16 +30,8 @@ using ::testing::HasSubstr;
 using json = nlohmann::json;
 using Shape = std::vector<int64_t>;
 
-std::string read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-void write_bytes(const fs::path& p, const std::string& bytes) {
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
-}
+using wg::io_testing::read_bytes;
+using wg::io_testing::write_bytes;
 
 // The fixture stores, written once per test program.
 struct Zoo {
