@@ -73,6 +73,20 @@ struct CountingAllocator final : public c10::Allocator {
 std::once_flag g_install_once;
 std::atomic<bool> g_installed{false};
 
+// The process's resident memory (/proc/self/statm): what it holds from the
+// system, freed memory that malloc keeps included. (mallinfo2 would say the
+// same of the heap, but walks every free chunk: 18 ms a call measured with
+// 100,000 of them, too slow once a step.)
+int64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  long long size = 0, resident = 0;
+  const bool ok = std::fscanf(f, "%lld %lld", &size, &resident) == 2;
+  std::fclose(f);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return ok && page > 0 ? resident * page : 0;
+}
+
 int64_t physical_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? int64_t(pages) * page : 0;
@@ -115,8 +129,7 @@ MemorySnapshot memory_snapshot(const std::string& device) {
   }
   s.current_bytes = counters().current.load();
   s.peak_bytes = counters().peak.load();
-  const struct mallinfo2 held = mallinfo2();  // bytes from the system: heap arenas + mmapped blocks
-  const int64_t held_bytes = int64_t(held.arena) + int64_t(held.hblkhd);
+  const int64_t held_bytes = resident_bytes();
   s.reserved_peak_bytes = std::max(s.peak_bytes, held_bytes);
   s.capacity_bytes = physical_memory();
   const long avail = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

@@ -59,19 +59,25 @@ TEST(Coordinator, ExportedPeaksEqualTheAllocatorsAndAggregatesNameTheRanks) {
   Config c = wg::testing::tiny_config();
   c.samples_per_mini_epoch = 40;  // 10 steps: windows 1-4, 5-8, 9-10
   auto [text, steps] = run(c, 10);
-  // this rank's peak over the last window (steps 9 and 10)
+  // this rank's peaks over the last window (steps 9 and 10): allocated, and
+  // reserved (on CPU the resident memory, at least the allocated peak)
   const double mine = double(std::max(steps[8].peak_bytes, steps[9].peak_bytes));
-  std::vector<double> all(size_t(dist.size()));
+  const double mine_reserved = double(std::max(steps[8].peak_reserved_bytes, steps[9].peak_reserved_bytes));
+  EXPECT_GE(mine_reserved, mine);
+  std::vector<double> all(size_t(dist.size())), all_reserved(size_t(dist.size()));
   MPI_Gather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Gather(&mine_reserved, 1, MPI_DOUBLE, all_reserved.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (dist.rank() != 0) return;
   for (int r = 0; r < dist.size(); ++r) {
     const std::string labels = "{device=\"cpu\",local_rank=\"" + std::to_string(r) + "\",node=\"" +
                                dist.node().hostname + "\",rank=\"" + std::to_string(r) + "\"}";
     EXPECT_EQ(sample(text, "wgtrain_memory_peak_allocated_bytes" + labels), all[size_t(r)]) << text;
+    EXPECT_EQ(sample(text, "wgtrain_memory_peak_reserved_bytes" + labels), all_reserved[size_t(r)]) << text;
     EXPECT_EQ(sample(text, "wgtrain_steps_total" + labels), 10);
   }
-  const double biggest = std::max(all[0], all[1]);
-  const int where = all[0] >= all[1] ? 0 : 1;
+  // The job's largest reserved peak, named by its rank.
+  const double biggest = std::max(all_reserved[0], all_reserved[1]);
+  const int where = all_reserved[0] >= all_reserved[1] ? 0 : 1;
   EXPECT_EQ(sample(text, "wgtrain_job_memory_peak_max_bytes{node=\"" + dist.node().hostname + "\",rank=\"" +
                              std::to_string(where) + "\"}"),
             biggest);

@@ -13,9 +13,9 @@ struct MemorySnapshot {
   int64_t current_bytes = 0;   // allocated now
   int64_t peak_bytes = 0;      // allocated peak since the last reset
   // What the allocator held from the system at most: CUDA: the caching
-  // allocator's reserve (what runs out); CPU: what malloc holds from the
-  // system now (tensors, freed memory it keeps for the next step, and the
-  // rest of the process's heap), at least peak_bytes.
+  // allocator's reserve (what runs out); CPU: the process's resident memory
+  // now (tensors, freed memory malloc keeps for the next step, and the rest
+  // of the process), at least peak_bytes.
   int64_t reserved_peak_bytes = 0;
   int64_t capacity_bytes = 0;  // device memory (CPU: physical memory)
   int64_t available_bytes = 0; // free for this process now, its own tensors included
