@@ -361,7 +361,8 @@ void finish(const RunDir& run, const RunSummary& summary, Trainer& trainer, Sink
   if (dist.rank() == 0) {
     const auto path = (run.path / "weights.safetensors").string();
     with_saved_weights(trainer, [&] { save_weights(*trainer.model(), path); });
-    write_upstream_weights(run, upstream_tag(-1), trainer);
+    // {run_id}_latest.chkpt holds these weights already: the trainer's last
+    // step wrote its training checkpoint, and with it _latest.
     if (!summary.stopped_early) write_upstream_weights(run, upstream_tag(run.num_mini_epochs), trainer);
     spdlog::info("weights written to {}, and as WeatherGenerator's {}_{}.chkpt beside it{}", path, run.run_id,
                  summary.stopped_early ? upstream_tag(-1) : upstream_tag(run.num_mini_epochs),
