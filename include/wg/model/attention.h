@@ -10,44 +10,18 @@
 //
 // Variable length: rows are packed ([R, d]) and cut into segments by a
 // length vector (VarlenSegments); row r of segment s attends exactly to the
-// key rows of segment s. A segment with no keys gives 0, not NaN. Segments
-// are padded to their longest within one call and masked, never to the
-// longest of the whole batch.
+// key rows of segment s. A segment with no keys gives 0, not NaN. The
+// cores themselves are in attention_core.h.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <vector>
 
+#include "wg/model/attention_core.h"
 #include "wg/model/norms.h"
 
 namespace wg {
-
-// How packed query and key rows fall into segments, on a device. Built once
-// per call site and shared by its blocks.
-struct VarlenSegments {
-  int64_t num_segments = 0;
-  int64_t max_q = 0, max_k = 0;
-  torch::Tensor q_pos;     // [Rq] int64: padded position (s * max_q + j) of each packed query row
-  torch::Tensor k_pos;     // [Rk] int64: the same for keys
-  torch::Tensor key_mask;  // [S, 1, 1, max_k] bool: true for padding keys of segments that have keys
-  // lens_q[s], lens_k[s]: rows of segment s (equal lists for self-attention).
-  static VarlenSegments from_lengths(const std::vector<int64_t>& lens_q, const std::vector<int64_t>& lens_k,
-                                     const torch::Device& device);
-};
-
-// softmax(q kᵀ · scale) v per segment, with probability dropout.
-// q [Rq, H, dh], k and v [Rk, H, dh] -> [Rq, H, dh].
-torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const VarlenSegments& seg, double dropout, bool training);
-
-// Dense: q, k, v [B, L, H, dh] -> [B, L, H, dh].
-torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
-                              bool training);
-
-// Block-local: position t attends to u iff t / block == u / block. No dropout.
-torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    int64_t block);
 
 struct AttentionOptions {
   int64_t dim = 0;           // dim_embed (queries)

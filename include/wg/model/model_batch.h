@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "wg/model/flops.h"
+
 namespace wg {
 
 struct StreamBatchTensors {
@@ -37,5 +39,8 @@ struct ModelBatch {
   std::vector<StreamBatchTensors> streams;
   int64_t num_target_steps() const { return streams.empty() ? 0 : int64_t(streams.front().target_coords.size()); }
 };
+
+// The shapes the FLOP count reads (wg/model/flops.h).
+FlopShape flop_shape(const ModelBatch& batch);
 
 }  // namespace wg

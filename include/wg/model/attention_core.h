@@ -1,0 +1,58 @@
+// The attention cores (softmax(q kᵀ / sqrt(dh)) v, per head): over
+// variable-length segments of packed rows (cells), dense, and block-local.
+//
+// On CPU they run this project's kernel (attention_core.cpp): each
+// independent problem (a segment; a chunk of dense sequences) is computed
+// on its own, in parallel over problems, with no padding, and only the
+// per-row log-sum-exp is kept for backward, which recomputes the
+// probabilities problem by problem (as flash attention does); dropout masks
+// are drawn from a seed taken from the CPU generator and drawn again in
+// backward. Elsewhere (CUDA) the padded reference runs, through LibTorch's
+// scaled_dot_product_attention where the build has it (flash or
+// memory-efficient kernels), else plain products.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace wg {
+
+// How packed query and key rows fall into segments: segment s holds query
+// rows q_offsets[s] .. q_offsets[s+1] and key rows k_offsets[s] ..
+// k_offsets[s+1]. The padded layout (q_pos, k_pos, key_mask) is made only
+// for a device the reference runs on.
+struct VarlenSegments {
+  int64_t num_segments = 0;
+  int64_t max_q = 0, max_k = 0;
+  std::vector<int64_t> q_offsets, k_offsets;  // [S + 1]
+  torch::Tensor q_pos;     // [Rq] int64: padded position (s * max_q + j) of each packed query row
+  torch::Tensor k_pos;     // [Rk] int64: the same for keys
+  torch::Tensor key_mask;  // [S, 1, 1, max_k] bool: true for padding keys of segments that have keys
+  // lens_q[s], lens_k[s]: rows of segment s (equal lists for self-attention).
+  static VarlenSegments from_lengths(const std::vector<int64_t>& lens_q, const std::vector<int64_t>& lens_k,
+                                     const torch::Device& device);
+  bool padded() const { return q_pos.defined(); }
+};
+
+// softmax(q kᵀ · scale) v per segment, with probability dropout. A segment
+// with no keys gives 0. q [Rq, H, dh], k and v [Rk, H, dh] -> [Rq, H, dh].
+torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const VarlenSegments& seg, double dropout, bool training);
+
+// Dense: q, k, v [B, L, H, dh] -> [B, L, H, dh].
+torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
+                              bool training);
+
+// Block-local: position t attends to u iff t / block == u / block. No dropout.
+torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    int64_t block);
+
+// The references: plain LibTorch products on padded segments, autograd's
+// backward (the kernel's tests compare against them; CUDA runs them).
+torch::Tensor padded_varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      const VarlenSegments& seg, double dropout, bool training);
+torch::Tensor plain_dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    double dropout, bool training);
+
+}  // namespace wg

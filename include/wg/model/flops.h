@@ -1,0 +1,50 @@
+// The model's FLOPs per step, counted from the options and the batch's
+// shapes (no LibTorch): every matrix product of the forward, 2·m·n·k each
+// (linear layers, and attention's two products per head over each
+// segment's real lengths, no padding), per recomputable piece. Elementwise
+// work (norms, activations, softmax, biases) is not counted, as in the
+// usual MFU convention (PaLM appendix B; Megatron's formula).
+//
+//   step = forward · 3 (backward: the gradients of input and weight, twice
+//          the forward's products) + the forward of every recomputed piece
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "wg/model/model_options.h"
+#include "wg/plan/piece_key.h"
+#include "wg/plan/recompute_plan.h"
+
+namespace wg {
+
+// What the count reads of a batch (flop_shape in model_batch.h makes it).
+struct FlopShape {
+  struct Stream {
+    std::string name;
+    int64_t source_tokens = 0;                   // over all samples
+    std::vector<std::vector<int64_t>> target_lens;  // [step][B·C] points per global cell (empty: no points)
+  };
+  int64_t num_samples = 0;  // B
+  int64_t num_cells = 0;    // C
+  int64_t num_tokens = 0;   // M: rows of the token buffer
+  std::vector<int64_t> source_cell_lens;  // [B·C]
+  std::vector<Stream> streams;            // in the model's decoder order
+  int64_t num_target_steps = 0;
+};
+
+struct ModelFlops {
+  std::vector<std::pair<PieceKey, double>> pieces;  // forward FLOPs per piece, summed over its calls
+  double outside_pieces = 0;                        // forward FLOPs no plan covers (embed centroids)
+
+  void add(const PieceKey& key, double flops);
+  double forward() const;
+  double recomputed(const RecomputePlan& plan) const;  // forward FLOPs of the pieces the plan recomputes
+  double step(const RecomputePlan& plan) const { return 3.0 * forward() + recomputed(plan); }
+};
+
+ModelFlops model_flops(const ModelOptions& options, const FlopShape& shape);
+
+}  // namespace wg

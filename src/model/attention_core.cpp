@@ -1,0 +1,333 @@
+// The attention cores (see header).
+//
+// The CPU kernel's invariants:
+// - a "problem" is a set of rows that attend among themselves: one segment
+//   ([1, H, lq, dh] views of the packed rows) or a chunk of dense sequences
+//   ([b, H, L, dh] views); problems share no query, key or output row, so
+//   they run in parallel and write their gradients without locks, and the
+//   result does not depend on the thread count;
+// - forward keeps q, k, v, the output and the log-sum-exp of each score row
+//   ([.., H, l] float); backward recomputes the probabilities from them;
+// - with dropout, problem i draws its keep-mask from a generator seeded
+//   with (seed, i); seed is drawn once per call from the CPU generator, so
+//   a recomputed piece (its generator states restored) draws the same masks;
+// - a segment without keys gives 0 and no gradient; one without queries is
+//   skipped.
+#include "wg/model/attention_core.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/version.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <limits>
+
+namespace wg {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// ---- the reference ------------------------------------------------------------
+
+torch::Tensor softmax_attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& key_mask, double dropout, bool training) {
+  // q [.., H, Lq, dh], k v [.., H, Lk, dh]
+  const double scale = 1.0 / std::sqrt(double(q.size(-1)));
+  torch::Tensor s = torch::matmul(q, k.transpose(-2, -1)) * scale;
+  if (key_mask.defined()) s = s.masked_fill(key_mask, kNegInf);
+  torch::Tensor p = torch::softmax(s, -1);
+  if (dropout > 0 && training) p = torch::dropout(p, dropout, true);
+  return torch::matmul(p, v);
+}
+
+// q, k, v [.., H, L, dh] on a device with scaled_dot_product_attention (LibTorch 2):
+// flash or memory-efficient kernels; key_mask true = masked out.
+torch::Tensor device_attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const torch::Tensor& key_mask, double dropout, bool training) {
+#if TORCH_VERSION_MAJOR >= 2
+  const std::optional<at::Tensor> keep =
+      key_mask.defined() ? std::optional<at::Tensor>(key_mask.logical_not()) : std::nullopt;
+  return at::scaled_dot_product_attention(q, k, v, keep, training ? dropout : 0.0, false);
+#else
+  return softmax_attend(q, k, v, key_mask, dropout, training);
+#endif
+}
+
+// ---- the CPU kernel -------------------------------------------------------------
+
+// Problems: varlen ([R, H, dh] rows cut at offsets, b = 1) or dense
+// ([B, L, H, dh] cut at offsets along B).
+struct Layout {
+  bool varlen = true;
+  std::vector<int64_t> q_off, k_off;  // dense: q_off == k_off, over B
+  int64_t count() const { return int64_t(q_off.size()) - 1; }
+};
+
+// The [b, H, l, dh] view of problem i of a [R, H, dh] or [B, L, H, dh] tensor.
+torch::Tensor view_of(const torch::Tensor& t, const std::vector<int64_t>& off, int64_t i, bool varlen) {
+  const torch::Tensor rows = t.narrow(0, off[size_t(i)], off[size_t(i) + 1] - off[size_t(i)]);
+  return varlen ? rows.permute({1, 0, 2}).unsqueeze(0) : rows.permute({0, 2, 1, 3});
+}
+
+// [b·H, l, dh] contiguous copy of a problem's view.
+torch::Tensor flat(const torch::Tensor& view) { return view.reshape({-1, view.size(2), view.size(3)}); }
+
+// The log-sum-exp rows of problem i: varlen lse [H, Rq], dense [B, H, L].
+torch::Tensor lse_of(const torch::Tensor& lse, const Layout& l, int64_t i) {
+  const int64_t a = l.q_off[size_t(i)], n = l.q_off[size_t(i) + 1] - a;
+  return l.varlen ? lse.narrow(1, a, n) : lse.narrow(0, a, n);
+}
+
+uint64_t problem_seed(uint64_t seed, int64_t i) { return seed ^ (uint64_t(i + 1) * 0x9E3779B97F4A7C15ull); }
+
+// Keep-mask of problem i, scaled by 1 / (1 - p).
+torch::Tensor dropout_mask(uint64_t seed, int64_t i, const torch::Tensor& like, double p) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(problem_seed(seed, i));
+  return torch::empty_like(like).bernoulli_(1.0 - p, gen).div_(1.0 - p);
+}
+
+// Runs fn(i) for every problem: one problem inline (its products may use
+// every thread), more in parallel over the rank's threads, taken one at a
+// time (cells differ in size), each worker marked as in a parallel region
+// so the products inside stay on it. Needs this file compiled with OpenMP
+// (CMakeLists.txt); without, it runs serially.
+template <typename F>
+void for_each_problem(int64_t count, const F& fn) {
+  const int threads = at::get_num_threads();
+  if (count == 1 || threads == 1 || at::in_parallel_region()) {
+    for (int64_t i = 0; i < count; ++i) fn(i);
+    return;
+  }
+  std::exception_ptr error;
+  std::atomic_flag failed = ATOMIC_FLAG_INIT;
+#pragma omp parallel num_threads(threads)
+  {
+    const at::internal::ThreadIdGuard in_region(omp_get_thread_num());
+    const at::NoGradGuard no_grad;  // worker threads start with grad mode on
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < count; ++i) {
+      try {
+        fn(i);
+      } catch (...) {
+        if (!failed.test_and_set()) error = std::current_exception();
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
+                               const torch::Tensor& v_in, const Layout& layout, double dropout) {
+    const torch::Tensor q = q_in.detach().contiguous(), k = k_in.detach().contiguous(), v = v_in.detach().contiguous();
+    const int64_t H = layout.varlen ? q.size(1) : q.size(2);
+    const double scale = 1.0 / std::sqrt(double(q.size(-1)));
+    torch::Tensor out = torch::zeros_like(q);
+    torch::Tensor lse = layout.varlen ? torch::full({H, q.size(0)}, kNegInf, q.options())
+                                      : torch::full({q.size(0), H, q.size(1)}, kNegInf, q.options());
+    const uint64_t seed = dropout > 0 ? uint64_t(torch::empty({1}, torch::kLong).random_().item<int64_t>()) : 0;
+    for_each_problem(layout.count(), [&](int64_t i) {
+      const torch::Tensor qv = view_of(q, layout.q_off, i, layout.varlen), kv = view_of(k, layout.k_off, i, layout.varlen);
+      if (qv.size(2) == 0 || kv.size(2) == 0) return;
+      const torch::Tensor Q = flat(qv), K = flat(kv), V = flat(view_of(v, layout.k_off, i, layout.varlen));
+      torch::Tensor s = torch::bmm(Q, K.transpose(1, 2)).mul_(scale);  // [bH, lq, lk]
+      const torch::Tensor row_lse = s.logsumexp(-1, true);             // [bH, lq, 1]
+      torch::Tensor p = s.sub_(row_lse).exp_();
+      if (dropout > 0) p.mul_(dropout_mask(seed, i, p, dropout));
+      const torch::Tensor o = torch::bmm(p, V);  // [bH, lq, dh]
+      const torch::Tensor region = view_of(out, layout.q_off, i, layout.varlen);
+      region.copy_(o.view(region.sizes()));
+      torch::Tensor lse_region = lse_of(lse, layout, i);
+      lse_region.copy_(row_lse.view(lse_region.sizes()));
+    });
+    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["varlen"] = layout.varlen;
+    ctx->saved_data["q_off"] = layout.q_off;
+    ctx->saved_data["k_off"] = layout.k_off;
+    ctx->saved_data["dropout"] = dropout;
+    ctx->saved_data["seed"] = int64_t(seed);
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    Layout layout;
+    layout.varlen = ctx->saved_data["varlen"].toBool();
+    layout.q_off = ctx->saved_data["q_off"].toIntVector();
+    layout.k_off = ctx->saved_data["k_off"].toIntVector();
+    const double dropout = ctx->saved_data["dropout"].toDouble();
+    const uint64_t seed = uint64_t(ctx->saved_data["seed"].toInt());
+    const double scale = 1.0 / std::sqrt(double(q.size(-1)));
+    const torch::Tensor d_out = grads[0].detach().contiguous();
+    torch::Tensor dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
+    for_each_problem(layout.count(), [&](int64_t i) {
+      const torch::Tensor qv = view_of(q, layout.q_off, i, layout.varlen), kv = view_of(k, layout.k_off, i, layout.varlen);
+      if (qv.size(2) == 0 || kv.size(2) == 0) return;
+      const torch::Tensor Q = flat(qv), K = flat(kv), V = flat(view_of(v, layout.k_off, i, layout.varlen));
+      const torch::Tensor dO = flat(view_of(d_out, layout.q_off, i, layout.varlen));
+      const torch::Tensor O = flat(view_of(out, layout.q_off, i, layout.varlen));
+      const torch::Tensor row_lse = lse_of(lse, layout, i).reshape({Q.size(0), Q.size(1), 1});
+      const torch::Tensor p = torch::bmm(Q, K.transpose(1, 2)).mul_(scale).sub_(row_lse).exp_();  // [bH, lq, lk]
+      torch::Tensor mask, p_kept = p;
+      if (dropout > 0) {
+        mask = dropout_mask(seed, i, p, dropout);
+        p_kept = p * mask;
+      }
+      const torch::Tensor dV = torch::bmm(p_kept.transpose(1, 2), dO);  // [bH, lk, dh]
+      torch::Tensor dp = torch::bmm(dO, V.transpose(1, 2));               // [bH, lq, lk]
+      if (dropout > 0) dp.mul_(mask);
+      const torch::Tensor row_dot = (dO * O).sum(-1, true);  // [bH, lq, 1]
+      const torch::Tensor ds = dp.sub_(row_dot).mul_(p).mul_(scale);
+      const torch::Tensor dQ = torch::bmm(ds, K), dK = torch::bmm(ds.transpose(1, 2), Q);
+      for (const auto& [grad, part, off] : {std::tuple{&dq, &dQ, &layout.q_off}, std::tuple{&dk, &dK, &layout.k_off},
+                                           std::tuple{&dv, &dV, &layout.k_off}}) {
+        const torch::Tensor region = view_of(*grad, *off, i, layout.varlen);
+        region.copy_(part->view(region.sizes()));
+      }
+    });
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+bool kernel_runs_on(const torch::Tensor& q) {
+  return q.device().is_cpu() && (q.scalar_type() == torch::kFloat || q.scalar_type() == torch::kDouble);
+}
+
+// Dense sequences in chunks: about 4 chunks per thread, each chunk's scores
+// at most 8 MiB.
+std::vector<int64_t> dense_chunks(int64_t B, int64_t H, int64_t L, int64_t element_size) {
+  const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
+  const int64_t by_threads = (B + 4 * threads - 1) / (4 * threads);
+  const int64_t by_memory = std::max<int64_t>(1, (int64_t(8) << 20) / std::max<int64_t>(1, H * L * L * element_size));
+  const int64_t chunk = std::max<int64_t>(1, std::min(by_threads, by_memory));
+  std::vector<int64_t> off;
+  for (int64_t b = 0; b < B; b += chunk) off.push_back(b);
+  off.push_back(B);
+  return off;
+}
+
+}  // namespace
+
+namespace {
+// Offsets always; the padded layout on `device` when `padded`.
+VarlenSegments make_segments(const std::vector<int64_t>& lens_q, const std::vector<int64_t>& lens_k,
+                             const torch::Device& device, bool padded) {
+  TORCH_CHECK(lens_q.size() == lens_k.size(), "varlen attention: ", lens_q.size(), " query segments but ",
+              lens_k.size(), " key segments");
+  VarlenSegments s;
+  s.num_segments = int64_t(lens_q.size());
+  s.q_offsets.assign(1, 0);
+  s.k_offsets.assign(1, 0);
+  for (size_t i = 0; i < lens_q.size(); ++i) {
+    s.max_q = std::max(s.max_q, lens_q[i]);
+    s.max_k = std::max(s.max_k, lens_k[i]);
+    s.q_offsets.push_back(s.q_offsets.back() + lens_q[i]);
+    s.k_offsets.push_back(s.k_offsets.back() + lens_k[i]);
+  }
+  if (!padded) return s;
+  std::vector<int64_t> q_pos, k_pos;
+  std::vector<uint8_t> mask(size_t(s.num_segments * s.max_k), 0);
+  for (int64_t seg = 0; seg < s.num_segments; ++seg) {
+    for (int64_t j = 0; j < lens_q[size_t(seg)]; ++j) q_pos.push_back(seg * s.max_q + j);
+    const int64_t nk = lens_k[size_t(seg)];
+    for (int64_t j = 0; j < nk; ++j) k_pos.push_back(seg * s.max_k + j);
+    if (nk > 0)
+      for (int64_t j = nk; j < s.max_k; ++j) mask[size_t(seg * s.max_k + j)] = 1;
+  }
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  s.q_pos = torch::tensor(q_pos, i64).to(device);
+  s.k_pos = torch::tensor(k_pos, i64).to(device);
+  s.key_mask = torch::from_blob(mask.data(), {s.num_segments, 1, 1, s.max_k}, torch::kUInt8)
+                   .to(torch::kBool)
+                   .to(device);
+  return s;
+}
+}  // namespace
+
+VarlenSegments VarlenSegments::from_lengths(const std::vector<int64_t>& lens_q, const std::vector<int64_t>& lens_k,
+                                            const torch::Device& device) {
+  return make_segments(lens_q, lens_k, device, !device.is_cpu());  // the CPU kernel needs no padded layout
+}
+
+torch::Tensor padded_varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      const VarlenSegments& seg_in, double dropout, bool training) {
+  VarlenSegments padded_seg;
+  if (!seg_in.padded()) {  // made on the CPU for a test: build the padded layout from the offsets
+    std::vector<int64_t> lq, lk;
+    for (int64_t s = 0; s < seg_in.num_segments; ++s) {
+      lq.push_back(seg_in.q_offsets[size_t(s) + 1] - seg_in.q_offsets[size_t(s)]);
+      lk.push_back(seg_in.k_offsets[size_t(s) + 1] - seg_in.k_offsets[size_t(s)]);
+    }
+    padded_seg = make_segments(lq, lk, q.device(), true);
+  }
+  const VarlenSegments& seg = seg_in.padded() ? seg_in : padded_seg;
+  const torch::Tensor q_pos = seg.q_pos.to(q.device()), k_pos = seg.k_pos.to(q.device());
+  const torch::Tensor key_mask = seg.key_mask.to(q.device());
+  const int64_t H = q.size(1), dh = q.size(2), S = seg.num_segments;
+  TORCH_CHECK(q.size(0) == q_pos.size(0) && k.size(0) == k_pos.size(0),
+              "varlen attention: rows do not match the segment lengths");
+  const auto pad = [&](const torch::Tensor& x, const torch::Tensor& pos, int64_t len) {
+    return torch::zeros({S * len, x.size(1), x.size(2)}, x.options())
+        .index_copy(0, pos, x)
+        .view({S, len, x.size(1), x.size(2)})
+        .transpose(1, 2);  // [S, H, len, dh]
+  };
+  const auto attend = q.device().is_cpu() ? softmax_attend : device_attend;
+  const torch::Tensor out = attend(pad(q, q_pos, seg.max_q), pad(k, k_pos, seg.max_k), pad(v, k_pos, seg.max_k),
+                                   key_mask, dropout, training);
+  return out.transpose(1, 2).reshape({S * seg.max_q, H, dh}).index_select(0, q_pos);
+}
+
+torch::Tensor plain_dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    double dropout, bool training) {
+  const auto attend = q.device().is_cpu() ? softmax_attend : device_attend;
+  return attend(q.transpose(-3, -2), k.transpose(-3, -2), v.transpose(-3, -2), {}, dropout, training)
+      .transpose(-3, -2);
+}
+
+torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const VarlenSegments& seg, double dropout, bool training) {
+  TORCH_CHECK(q.size(0) == seg.q_offsets.back() && k.size(0) == seg.k_offsets.back(),
+              "varlen attention: rows do not match the segment lengths");
+  if (!kernel_runs_on(q)) return padded_varlen_attention(q, k, v, seg, dropout, training);
+  Layout layout{true, seg.q_offsets, seg.k_offsets};
+  return AttentionFunction::apply(q, k, v, layout, training ? dropout : 0.0);
+}
+
+torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
+                              bool training) {
+  if (!kernel_runs_on(q) || q.dim() != 4) return plain_dense_attention(q, k, v, dropout, training);
+  const std::vector<int64_t> off = dense_chunks(q.size(0), q.size(2), q.size(1), int64_t(q.element_size()));
+  Layout layout{false, off, off};
+  return AttentionFunction::apply(q, k, v, layout, training ? dropout : 0.0);
+}
+
+torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    int64_t block) {
+  // [B, L, H, dh]: the full blocks as B·nb sequences, the shorter last block on its own (no padding).
+  const int64_t B = q.size(0), L = q.size(1), H = q.size(2), dh = q.size(3);
+  const int64_t full = L / block, rest = L - full * block;
+  std::vector<torch::Tensor> parts;
+  if (full > 0) {
+    const auto blocks = [&](const torch::Tensor& x) { return x.narrow(1, 0, full * block).reshape({B * full, block, H, dh}); };
+    parts.push_back(dense_attention(blocks(q), blocks(k), blocks(v), 0.0, false).view({B, full * block, H, dh}));
+  }
+  if (rest > 0) {
+    const auto last = [&](const torch::Tensor& x) { return x.narrow(1, full * block, rest); };
+    parts.push_back(dense_attention(last(q), last(k), last(v), 0.0, false));
+  }
+  return parts.size() == 1 ? parts[0] : torch::cat(parts, 1);
+}
+
+}  // namespace wg

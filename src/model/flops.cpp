@@ -1,0 +1,194 @@
+// FLOP count (see header). One function per section, mirroring the
+// section's forward in weather_model.cpp, engines.cpp, prediction.cpp and
+// embed_transformer.cpp: when a section's products change, so does this.
+// The model test checks the count against the profiler's count of a real
+// forward, and a hand count of a small config.
+#include "wg/model/flops.h"
+
+#include <algorithm>
+
+#include "wg/data/tokenizer.h"
+
+namespace wg {
+
+namespace {
+
+double linear(double rows, int64_t in, int64_t out) { return 2.0 * rows * double(in) * double(out); }
+
+// Both products of attention (scores and values) for one segment:
+// lq queries, lk keys, `inner` = heads · head width.
+double attention_core(double lq, double lk, int64_t inner) { return 4.0 * lq * lk * double(inner); }
+
+double ada_norm(double rows, int64_t dim, int64_t dim_aux) {
+  return dim_aux > 0 ? linear(rows, dim_aux, 4 * dim_aux) + linear(rows, 4 * dim_aux, 2 * dim) : 0.0;
+}
+
+double mlp(double rows, int64_t dim_in, int64_t dim_out, double hidden_factor, int64_t dim_aux, double aux_rows) {
+  const int64_t hidden = int64_t(double(dim_in) * hidden_factor);
+  return ada_norm(aux_rows, dim_in, dim_aux) + linear(rows, dim_in, hidden) + linear(rows, hidden, dim_out);
+}
+
+// q, k, v and out projections of a self-attention of width `dim` on `rows` tokens.
+double self_projections(double rows, int64_t dim) { return 4.0 * linear(rows, dim, dim); }
+
+// Self-attention over `batch` sequences of `length`, block-local in blocks
+// of `block` tokens when block > 0 (the last block shorter).
+double sequence_core(double batch, int64_t length, int64_t block, int64_t dim) {
+  if (block <= 0 || block >= length) return batch * attention_core(double(length), double(length), dim);
+  const int64_t full = length / block, rest = length % block;
+  return batch * (double(full) * attention_core(double(block), double(block), dim) +
+                  attention_core(double(rest), double(rest), dim));
+}
+
+int64_t block_of(const EngineOptions& o, int64_t i) {
+  const int64_t every = std::max<int64_t>(1, int64_t(1.0 / o.dense_rate));
+  return (i % every == 0 || i == o.last_dense_block) ? 0 : o.block_factor;
+}
+
+void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
+  const double n = double(tokens), rows = n * o.num_channels;
+  const auto key = [&](PieceKind kind, int block = -1) { return PieceKey{"embed", o.stream, block, kind}; };
+  f.add(key(PieceKind::Input), linear(rows, o.token_size, o.dim_embed));
+  for (int i = 0; i < o.num_blocks; ++i) {
+    f.add(key(PieceKind::Attention, i),
+          self_projections(rows, o.dim_embed) + n * attention_core(o.num_channels, o.num_channels, o.dim_embed));
+    f.add(key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
+  }
+  const int64_t total = int64_t(o.num_tokens) * o.dim_out;
+  int64_t e = o.embed_size_centroids;
+  if (o.unembed_mode == "block") {
+    e += (total - o.embed_size_centroids) % o.num_channels;
+    f.add(key(PieceKind::Readout), linear(rows, o.dim_embed, (total - e) / o.num_channels));
+  } else {
+    f.add(key(PieceKind::Readout), linear(n, int64_t(o.num_channels) * o.dim_embed, total - e));
+  }
+  if (o.embed_size_centroids > 0) f.outside_pieces += linear(n, kCentroidWidth, e);
+}
+
+void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s) {
+  double core = 0;
+  for (const int64_t l : s.source_cell_lens) core += attention_core(double(l), double(l), o.dim);
+  const double m = double(s.num_tokens);
+  for (int64_t i = 0; i < o.num_blocks; ++i) {
+    f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention), self_projections(m, o.dim) + core);
+    f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp), mlp(m, o.dim, o.dim, o.mlp_hidden_factor, 0, 0));
+  }
+}
+
+void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
+  double cells = 0, core = 0;
+  const int64_t inner = o.num_heads * o.dim_head;
+  for (const int64_t l : s.source_cell_lens)
+    if (l > 0) {
+      cells += 1;
+      core += double(o.num_queries) * attention_core(1, double(l), inner);
+    }
+  if (cells == 0) return;
+  const double queries = cells * double(o.num_queries);
+  const double cross = linear(queries, o.dim_q, inner)                              // one projection per slot
+                       + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner)       // keys, values of every token
+                       + core + linear(queries, inner, o.dim_q);
+  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross);
+  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
+  f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross);
+}
+
+// An engine over `batch` sequences of `length` tokens, its norms' aux on aux_rows rows.
+void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<double, int64_t>>& sequences,
+            double aux_rows) {
+  double rows = 0;
+  for (const auto& [batch, length] : sequences) rows += batch * double(length);
+  for (int64_t i = 0; i < o.num_blocks; ++i) {
+    double core = 0;
+    for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, block_of(o, i), o.dim);
+    f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
+          ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core);
+    f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
+          mlp(rows, o.dim, o.dim, o.mlp_hidden_factor, o.dim_aux, aux_rows));
+  }
+}
+
+void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>& lens, const FlopShape& s,
+             int64_t num_queries) {
+  double p = 0, cross_core = 0, self_core = 0;
+  const int64_t dh = o.dim_head > 0 ? o.dim_head : o.dim_embed / o.num_heads, inner = o.num_heads * dh;
+  for (const int64_t l : lens) {
+    p += double(l);
+    cross_core += attention_core(double(l), double(9 * num_queries), inner);
+    self_core += attention_core(double(l), double(l), o.dim_embed);
+  }
+  if (p == 0) return;
+  const double neighbourhood = double(s.num_samples * s.num_cells * 9 * num_queries);
+  f.add(PieceKey::io("pred", o.stream, PieceKind::Input), linear(p, o.dim_coords, o.dim_embed));
+  for (int64_t l = 0; l < o.num_layers; ++l) {
+    f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
+          ada_norm(p, o.dim_embed, o.dim_coords) + linear(p, o.dim_embed, inner) +
+              2.0 * linear(neighbourhood, o.dim_latent, inner) + cross_core + linear(p, inner, o.dim_embed));
+    if (o.self_attention)
+      f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
+            ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core);
+    f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Mlp),
+          mlp(p, o.dim_embed, o.dim_embed, o.mlp_hidden_factor, o.mlp_adaln ? o.dim_coords : 0, p));
+  }
+  double head = 0;
+  if (o.head_layers == 1) {
+    head = linear(p, o.dim_embed, o.num_target_channels);
+  } else if (o.head_layers > 1) {
+    const int64_t internal = 2 * o.dim_embed;
+    head = linear(p, o.dim_embed, internal) + double(o.head_layers - 2) * linear(p, internal, internal) +
+           linear(p, internal, o.num_target_channels);
+  }
+  f.add(PieceKey::io("pred", o.stream, PieceKind::Head), double(o.ens_size) * head);
+}
+
+}  // namespace
+
+void ModelFlops::add(const PieceKey& key, double flops) {
+  for (auto& [k, v] : pieces)
+    if (k == key) {
+      v += flops;
+      return;
+    }
+  pieces.emplace_back(key, flops);
+}
+
+double ModelFlops::forward() const {
+  double sum = outside_pieces;
+  for (const auto& [k, v] : pieces) sum += v;
+  return sum;
+}
+
+double ModelFlops::recomputed(const RecomputePlan& plan) const {
+  double sum = 0;
+  for (const auto& [k, v] : pieces)
+    if (plan.get(k)) sum += v;
+  return sum;
+}
+
+ModelFlops model_flops(const ModelOptions& o, const FlopShape& s) {
+  ModelFlops f;
+  for (const FlopShape::Stream& stream : s.streams)
+    for (const EmbedOptions& e : o.embeds)
+      if (e.stream == stream.name && stream.source_tokens > 0) embed(f, e, stream.source_tokens);
+  local(f, o.local, s);
+  adapter(f, o.adapter, s);
+  std::vector<int64_t> per_sample(size_t(s.num_samples), 0);
+  for (size_t g = 0; g < s.source_cell_lens.size(); ++g)
+    if (s.source_cell_lens[g] > 0) ++per_sample[g / size_t(s.num_cells)];
+  std::vector<std::pair<double, int64_t>> aggregation;
+  for (const int64_t n : per_sample)
+    if (n > 0) aggregation.emplace_back(double(o.num_queries), n);  // the query slot is the batch
+  engine(f, o.aggregation, aggregation, 0);
+  const std::vector<std::pair<double, int64_t>> global = {{double(s.num_samples), s.num_cells * o.num_queries}};
+  engine(f, o.global, global, 0);
+  const int64_t first = o.forecast_offset, last = s.num_target_steps - 1;
+  for (int64_t step = first; step <= last; ++step) {
+    for (size_t d = 0; d < o.decoders.size() && d < s.streams.size(); ++d)
+      if (size_t(step) < s.streams[d].target_lens.size())
+        decoder(f, o.decoders[d], s.streams[d].target_lens[size_t(step)], s, o.num_queries);
+    if (step < last) engine(f, o.forecast, global, 1);
+  }
+  return f;
+}
+
+}  // namespace wg

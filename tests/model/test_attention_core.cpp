@@ -1,0 +1,162 @@
+// The CPU attention kernel (wg/model/attention_core.h) against the plain
+// LibTorch reference (padded segments, autograd's backward): forward and
+// backward over random segment lengths, empty and single-row segments,
+// dense chunks and block-local attention; dropout's masks drawn again in
+// backward (a finite-difference check); results independent of the thread
+// count.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <numeric>
+#include <random>
+
+#include "wg/model/attention_core.h"
+
+namespace wg {
+namespace {
+
+struct Grads {
+  torch::Tensor out, dq, dk, dv;
+};
+
+template <typename F>
+Grads run(F&& attend, const torch::Tensor& q0, const torch::Tensor& k0, const torch::Tensor& v0,
+          const torch::Tensor& d_out_seed) {
+  torch::Tensor q = q0.clone().requires_grad_(true), k = k0.clone().requires_grad_(true),
+                v = v0.clone().requires_grad_(true);
+  torch::Tensor out = attend(q, k, v);
+  (out * d_out_seed).sum().backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+double worst(const torch::Tensor& a, const torch::Tensor& b) {
+  return a.numel() == 0 ? 0.0 : (a - b).abs().max().item<double>() / std::max(1e-30, b.abs().max().item<double>());
+}
+
+void expect_close(const Grads& got, const Grads& want, double tol) {
+  EXPECT_LE(worst(got.out, want.out), tol) << "output";
+  EXPECT_LE(worst(got.dq, want.dq), tol) << "dq";
+  EXPECT_LE(worst(got.dk, want.dk), tol) << "dk";
+  EXPECT_LE(worst(got.dv, want.dv), tol) << "dv";
+}
+
+std::vector<int64_t> random_lengths(std::mt19937& rng, int n, int max_len) {
+  std::uniform_int_distribution<int> len(0, max_len);
+  std::vector<int64_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(len(rng));
+  out[0] = 0;  // always an empty segment
+  out[1] = 1;  // and a single row
+  return out;
+}
+
+int64_t total(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), int64_t(0)); }
+
+TEST(AttentionCore, VarlenEqualsThePaddedReference) {
+  std::mt19937 rng(3);
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    for (const bool cross : {false, true}) {
+      SCOPED_TRACE(std::string(dtype == torch::kFloat64 ? "float64" : "float32") + (cross ? " cross" : " self"));
+      const std::vector<int64_t> lq = random_lengths(rng, 40, 17);
+      const std::vector<int64_t> lk = cross ? random_lengths(rng, 40, 23) : lq;
+      const VarlenSegments seg = VarlenSegments::from_lengths(lq, lk, torch::kCPU);
+      EXPECT_FALSE(seg.padded());  // the kernel needs no padding
+      torch::manual_seed(1);
+      const auto opt = torch::TensorOptions().dtype(dtype);
+      const torch::Tensor q = torch::randn({total(lq), 3, 8}, opt), k = torch::randn({total(lk), 3, 8}, opt),
+                          v = torch::randn({total(lk), 3, 8}, opt), g = torch::randn({total(lq), 3, 8}, opt);
+      const Grads got = run([&](auto& a, auto& b, auto& c) { return varlen_attention(a, b, c, seg, 0.0, true); }, q, k, v, g);
+      const Grads want =
+          run([&](auto& a, auto& b, auto& c) { return padded_varlen_attention(a, b, c, seg, 0.0, true); }, q, k, v, g);
+      expect_close(got, want, dtype == torch::kFloat64 ? 1e-12 : 1e-5);
+      // A segment without keys gives exactly 0 and no gradient.
+      for (int64_t s = 0; s < seg.num_segments; ++s)
+        if (lk[size_t(s)] == 0 && lq[size_t(s)] > 0) {
+          EXPECT_EQ(got.out.narrow(0, seg.q_offsets[size_t(s)], lq[size_t(s)]).abs().max().item<double>(), 0.0);
+          EXPECT_EQ(got.dq.narrow(0, seg.q_offsets[size_t(s)], lq[size_t(s)]).abs().max().item<double>(), 0.0);
+        }
+    }
+  }
+}
+
+TEST(AttentionCore, DenseAndBlockLocalEqualTheReference) {
+  torch::manual_seed(2);
+  for (const int64_t batch : {1, 3, 37}) {  // one problem; several chunks
+    SCOPED_TRACE(batch);
+    const torch::Tensor q = torch::randn({batch, 13, 2, 4}), k = torch::randn({batch, 13, 2, 4}),
+                        v = torch::randn({batch, 13, 2, 4}), g = torch::randn({batch, 13, 2, 4});
+    const Grads got = run([](auto& a, auto& b, auto& c) { return dense_attention(a, b, c, 0.0, true); }, q, k, v, g);
+    const Grads want = run([](auto& a, auto& b, auto& c) { return plain_dense_attention(a, b, c, 0.0, true); }, q, k, v, g);
+    expect_close(got, want, 1e-5);
+    // Block-local in blocks of 5 (5, 5 and a last block of 3) is varlen
+    // attention over those blocks of the flattened rows.
+    std::vector<int64_t> blocks;
+    for (int64_t b = 0; b < batch; ++b) blocks.insert(blocks.end(), {5, 5, 3});
+    const VarlenSegments seg = VarlenSegments::from_lengths(blocks, blocks, torch::kCPU);
+    const auto rows = [](const torch::Tensor& t) { return t.reshape({-1, 2, 4}); };
+    const Grads local = run([](auto& a, auto& b, auto& c) { return block_local_attention(a, b, c, 5); }, q, k, v, g);
+    const Grads local_want = run(
+        [&](auto& a, auto& b, auto& c) {
+          return padded_varlen_attention(rows(a), rows(b), rows(c), seg, 0.0, true).view(a.sizes());
+        },
+        q, k, v, g);
+    expect_close(local, local_want, 1e-5);
+  }
+}
+
+TEST(AttentionCore, TheSameResultOnOneThreadAsOnTwo) {
+  std::mt19937 rng(5);
+  const std::vector<int64_t> lens = random_lengths(rng, 64, 12);
+  const VarlenSegments seg = VarlenSegments::from_lengths(lens, lens, torch::kCPU);
+  torch::manual_seed(4);
+  const torch::Tensor q = torch::randn({total(lens), 2, 8}), k = torch::randn({total(lens), 2, 8}),
+                      v = torch::randn({total(lens), 2, 8}), g = torch::randn({total(lens), 2, 8});
+  const int threads = at::get_num_threads();
+  std::vector<Grads> runs;
+  for (const int n : {1, 2}) {
+    at::set_num_threads(n);
+    torch::manual_seed(9);  // the same dropout seed
+    runs.push_back(run([&](auto& a, auto& b, auto& c) { return varlen_attention(a, b, c, seg, 0.3, true); }, q, k, v, g));
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(runs[0].out, runs[1].out));
+  EXPECT_TRUE(torch::equal(runs[0].dq, runs[1].dq));
+  EXPECT_TRUE(torch::equal(runs[0].dk, runs[1].dk));
+  EXPECT_TRUE(torch::equal(runs[0].dv, runs[1].dv));
+}
+
+TEST(AttentionCore, DropoutBackwardDrawsTheForwardsMasks) {
+  // In float64, with the generator reseeded before every evaluation (the
+  // same masks), the gradient equals central differences of the forward.
+  const std::vector<int64_t> lens = {3, 0, 5, 1};
+  const VarlenSegments seg = VarlenSegments::from_lengths(lens, lens, torch::kCPU);
+  torch::manual_seed(6);
+  const auto opt = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor q = torch::randn({9, 2, 4}, opt), k = torch::randn({9, 2, 4}, opt),
+                      v = torch::randn({9, 2, 4}, opt), g = torch::randn({9, 2, 4}, opt);
+  const auto loss = [&](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
+    torch::manual_seed(11);
+    return (varlen_attention(a, b, c, seg, 0.4, true) * g).sum();
+  };
+  const Grads grads = run([&](auto& a, auto& b, auto& c) {
+    torch::manual_seed(11);
+    return varlen_attention(a, b, c, seg, 0.4, true);
+  }, q, k, v, g);
+  torch::manual_seed(11);
+  const torch::Tensor no_dropout = varlen_attention(q, k, v, seg, 0.0, true);
+  EXPECT_FALSE(torch::allclose(grads.out, no_dropout));  // some probabilities were dropped
+  torch::NoGradGuard no_grad;
+  const double h = 1e-6;
+  for (int which = 0; which < 3; ++which)
+    for (const int64_t flat : {0, 7, 20, 33, 50, 71}) {
+      torch::Tensor plus[3] = {q.clone(), k.clone(), v.clone()}, minus[3] = {q.clone(), k.clone(), v.clone()};
+      plus[which].view(-1)[flat] += h;
+      minus[which].view(-1)[flat] -= h;
+      const double numeric =
+          (loss(plus[0], plus[1], plus[2]).item<double>() - loss(minus[0], minus[1], minus[2]).item<double>()) / (2 * h);
+      const torch::Tensor& analytic = which == 0 ? grads.dq : which == 1 ? grads.dk : grads.dv;
+      EXPECT_NEAR(analytic.view(-1)[flat].item<double>(), numeric, 1e-7) << "tensor " << which << " element " << flat;
+    }
+}
+
+}  // namespace
+}  // namespace wg

@@ -1,0 +1,150 @@
+// The FLOP count (wg/model/flops.h): a hand count of a small model, and the
+// count of a real forward of the tiny configuration as LibTorch's profiler
+// sees it (its FLOPs of every matrix product it ran).
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/torch.h>
+
+#include <cstring>
+
+#include "../common/tiny_config.h"
+#include "wg/data/dataset.h"
+#include "wg/model/flops.h"
+#include "wg/model/model_batch.h"
+#include "wg/model/model_options.h"
+#include "wg/model/weather_model.h"
+#include "wg/plan/recompute_plan.h"
+#include "wg/train/batch_tensors.h"
+
+namespace wg {
+namespace {
+
+EngineOptions engine(const std::string& section, int64_t dim) {
+  EngineOptions e;
+  e.section = section;
+  e.dim = dim;
+  e.num_blocks = 1;
+  e.num_heads = 2;
+  e.mlp_hidden_factor = 2;
+  return e;
+}
+
+// One stream; 4 cells holding 2, 0, 1, 0 tokens; 3 target points in cells 0 and 1.
+TEST(Flops, HandCountOfASmallModel) {
+  ModelOptions o;
+  EmbedOptions e;
+  e.stream = "S";
+  e.num_tokens = 1, e.token_size = 2, e.num_channels = 3, e.dim_embed = 4, e.dim_out = 8, e.num_blocks = 1;
+  e.num_heads = 2;
+  o.embeds = {e};
+  o.dim_local = 8, o.dim_global = 16, o.num_queries = 1;
+  o.local = engine("ae_local", 8);
+  o.adapter.dim_q = 16, o.adapter.dim_kv = 8, o.adapter.num_heads = 2, o.adapter.dim_head = 4;
+  o.aggregation = engine("ae_aggregation", 16);
+  o.global = engine("ae_global", 16);
+  o.forecast = engine("forecast", 16);
+  o.forecast.num_blocks = 0;
+  DecoderOptions d;
+  d.stream = "S";
+  d.dim_coords = 6, d.dim_embed = 4, d.num_layers = 1, d.num_heads = 2, d.dim_latent = 16;
+  d.num_target_channels = 3;
+  o.decoders = {d};
+  FlopShape s;
+  s.num_samples = 1, s.num_cells = 4, s.num_tokens = 3, s.num_target_steps = 1;
+  s.source_cell_lens = {2, 0, 1, 0};
+  s.streams = {{"S", 3, {{1, 2, 0, 0}}}};
+
+  const ModelFlops f = model_flops(o, s);
+  const auto at = [&](const std::string& key) {
+    for (const auto& [k, v] : f.pieces)
+      if (k.str() == key) return v;
+    ADD_FAILURE() << "no piece " << key;
+    return -1.0;
+  };
+  // embed: 3 tokens x 3 channels = 9 rows of width 4
+  EXPECT_EQ(at("embed.S/input"), 2 * 9 * 2 * 4);                              // 144
+  EXPECT_EQ(at("embed.S/block0.attn"), 4 * 2 * 9 * 4 * 4 + 3 * 4 * 3 * 3 * 4);  // q k v out + 3 x (3x3 over width 4)
+  EXPECT_EQ(at("embed.S/block0.mlp"), 2 * 9 * 4 * 8 * 2);                      // 1152
+  EXPECT_EQ(at("embed.S/readout"), 2 * 9 * 4 * 2);                             // total 8 = 2 (centroid pad) + 3 x 2
+  // local: 3 tokens of width 8, cells of 2 and 1
+  EXPECT_EQ(at("ae_local/block0.attn"), 4 * 2 * 3 * 8 * 8 + 4 * (2 * 2 + 1 * 1) * 8);  // 1696
+  EXPECT_EQ(at("ae_local/block0.mlp"), 2 * 3 * 8 * 16 * 2);                           // 1536
+  // adapter: 2 non-empty cells, one query each; heads 2 x 4 = 8
+  const double cross = 2 * 2 * 16 * 8 + 2 * (2 * 3 * 8 * 8) + 4 * (2 + 1) * 8 + 2 * 2 * 8 * 16;  // 1888
+  EXPECT_EQ(at("ae_adapter/block0.cross"), cross);
+  EXPECT_EQ(at("ae_adapter/block1.cross"), cross);
+  EXPECT_EQ(at("ae_adapter/block0.mlp"), 2 * 2 * 16 * 32 * 2);  // 4096
+  // aggregation: one sample of 2 cells; global: 4 cells
+  EXPECT_EQ(at("ae_aggregation/block0.attn"), 4 * 2 * 2 * 16 * 16 + 4 * 2 * 2 * 16);  // 4352
+  EXPECT_EQ(at("ae_global/block0.attn"), 4 * 2 * 4 * 16 * 16 + 4 * 4 * 4 * 16);        // 9216
+  EXPECT_EQ(at("ae_global/block0.mlp"), 2 * 4 * 16 * 32 * 2);                          // 8192
+  // decoder: 3 points, width 4, coords 6 (AdaLayerNorm 6 -> 24 -> 8), 36 neighbourhood rows of 16
+  const double ada = 2 * 3 * 6 * 24 + 2 * 3 * 24 * 8;  // 2016
+  EXPECT_EQ(at("pred.S/input"), 2 * 3 * 6 * 4);
+  EXPECT_EQ(at("pred.S/block0.cross"), ada + 2 * 3 * 4 * 4 + 2 * (2 * 36 * 16 * 4) + 4 * (1 + 2) * 9 * 4 + 2 * 3 * 4 * 4);
+  EXPECT_EQ(at("pred.S/block0.attn"), ada + 4 * 2 * 3 * 4 * 4 + 4 * (1 + 4) * 4);  // 2480
+  EXPECT_EQ(at("pred.S/block0.mlp"), ada + 2 * 3 * 4 * 8 * 2);                    // 2400
+  EXPECT_EQ(at("pred.S/head"), 2 * 3 * 4 * 3);
+  EXPECT_EQ(f.outside_pieces, 0.0);
+  EXPECT_EQ(f.forward(), 56936.0);  // 3024 + 3232 + 7872 + 8448 + 17408 + 16952
+
+  // Backward twice the forward; a recomputed piece's forward once more.
+  std::vector<PieceKey> keys;
+  for (const auto& [k, v] : f.pieces) keys.push_back(k);
+  RecomputePlan plan(keys);
+  EXPECT_EQ(f.step(plan), 3 * 56936.0);
+  plan.set(*PieceKey::parse("ae_global/block0.attn"), true);
+  plan.set(*PieceKey::parse("ae_global/block0.mlp"), true);
+  EXPECT_EQ(f.step(plan), 3 * 56936.0 + 17408);
+}
+
+// The matrix products LibTorch's profiler counted in what ran under `profile`.
+template <typename F>
+double profiled_matmul_flops(F&& run) {
+  using namespace torch::autograd::profiler;
+  enableProfilerLegacy(ProfilerConfig(ProfilerState::CPU, /*report_input_shapes=*/true, false, false, /*with_flops=*/true));
+  run();
+  const thread_event_lists events = disableProfilerLegacy();
+  double flops = 0;
+  for (const auto& list : events)
+    for (const LegacyEvent& e : list)
+      for (const char* name : {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
+        if (std::strcmp(e.name(), name) == 0) flops += double(const_cast<LegacyEvent&>(e).flops());
+  return flops;
+}
+
+TEST(Flops, EqualTheProfilersCountOfARealForward) {
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant);
+    Config c = testing::tiny_config();
+    if (variant == 1) {  // two forecast steps, block-local global attention with a short last block
+      c.training_mode = "forecast";
+      c.forecast_policy = "fixed";
+      c.forecast_steps = 2;
+      c.ae_global_num_blocks = 3;  // block 1 block-local
+      c.fe_num_blocks = 2;
+      c.fe_num_heads = 2;
+      c.ae_global_att_dense_rate = 0.5;
+      c.ae_global_block_factor = 20;  // 48 cells: blocks of 20, 20 and 8
+    }
+    Dataset data(c, 0, 1);
+    const ModelOptions options = model_options(c, data.stream_shapes());
+    torch::manual_seed(c.seed);
+    WeatherModel model(options);
+    const ModelBatch batch = to_model_batch(data.batch(0), torch::kCPU);
+    const int threads = at::get_num_threads();
+    at::set_num_threads(1);  // the profiler records the calling thread
+    torch::NoGradGuard no_grad;
+    const double profiled = profiled_matmul_flops([&] { model->forward(batch); });
+    at::set_num_threads(threads);
+    const ModelFlops counted = model_flops(options, flop_shape(batch));
+    EXPECT_EQ(batch.num_target_steps(), variant == 1 ? 3 : 1);
+    EXPECT_GT(counted.forward(), 1e6);
+    // The profiler does not count a matrix-vector product: the forecast
+    // engine's AdaLayerNorm on its one step value (a few hundred FLOPs).
+    EXPECT_NEAR(counted.forward(), profiled, 1e-4 * profiled);
+  }
+}
+
+}  // namespace
+}  // namespace wg
