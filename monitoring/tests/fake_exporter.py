@@ -85,6 +85,11 @@ class State:
             out.append("wgtrain_job_samples_per_second %f" % sum(sps(r) for r in range(self.ranks)))
             fam("wgtrain_job_tokens_per_second", "gauge", "sum tokens/s")
             out.append("wgtrain_job_tokens_per_second %f" % sum(1024 * sps(r) for r in range(self.ranks)))
+            per_rank("wgtrain_model_flops_per_second", "gauge", "model FLOP/s", lambda r: 2e12 * sps(r))
+            fam("wgtrain_job_model_flops_per_second", "gauge", "sum model FLOP/s")
+            out.append("wgtrain_job_model_flops_per_second %f" % sum(2e12 * sps(r) for r in range(self.ranks)))
+            per_rank("wgtrain_peak_flops", "gauge", "peak FLOP/s", lambda r: 989.4e12)
+            per_rank("wgtrain_mfu", "gauge", "MFU", lambda r: 2e12 * sps(r) / 989.4e12)
             fam("wgtrain_step_duration_seconds", "histogram", "step durations")
             for r in range(self.ranks):
                 for b in BUCKETS:

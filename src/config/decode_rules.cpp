@@ -306,6 +306,7 @@ const std::vector<Rule<Config>>& config_rules() {
       choice<Config>("device", AT(device), {"auto", "cpu", "cuda"}),
       integer<Config>("num_threads", AT(num_threads), at_least(0)),
       integer<Config>("cpu_keep_freed_mib", AT(cpu_keep_freed_mib), Range{0.0, 2047.0}),
+      number<Config>("peak_tflops", AT(peak_tflops), Range{0.0, std::nullopt}),
       number<Config>("ddp_bucket_mb", AT(ddp_bucket_mb), Range{0.0, std::nullopt, true}),
       {"gradient_checkpointing.policy", recompute_policy, true, same_as<Config>(AT(auto_plan.enabled))},
       number<Config>("gradient_checkpointing.memory_budget_gib", AT(auto_plan.memory_budget_gib), at_least(0)),

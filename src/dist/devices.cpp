@@ -34,4 +34,15 @@ int64_t cuda_device_memory(int device) {
 #endif
 }
 
+std::string cuda_device_name(int device) {
+#ifdef WG_WITH_CUDA_RUNTIME
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "";
+  return prop.name;
+#else
+  (void)device;
+  return "";
+#endif
+}
+
 }  // namespace wg

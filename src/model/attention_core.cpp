@@ -1,13 +1,14 @@
 // The attention cores (see header).
 //
 // The CPU kernel's invariants:
-// - a "problem" is a set of rows that attend among themselves: one segment
-//   ([1, H, lq, dh] views of the packed rows) or a chunk of dense sequences
-//   ([b, H, L, dh] views); problems share no query, key or output row, so
-//   they run in parallel and write their gradients without locks, and the
-//   result does not depend on the thread count;
+// - a "problem" is n sequences that attend among themselves, each of lq
+//   query and lk key rows: varlen segments of one (lq, lk) shape batched
+//   together (gathered by row index, no padding), or a chunk of dense
+//   sequences; problems share no query, key or output row, so they run in
+//   parallel and write their results without locks, and they are formed
+//   without regard to the thread count: the result does not depend on it;
 // - forward keeps q, k, v, the output and the log-sum-exp of each score row
-//   ([.., H, l] float); backward recomputes the probabilities from them;
+//   ([Rq, H, 1]); backward recomputes the probabilities from them;
 // - with dropout, problem i draws its keep-mask from a generator seeded
 //   with (seed, i); seed is drawn once per call from the CPU generator, so
 //   a recomputed piece (its generator states restored) draws the same masks;
@@ -27,6 +28,8 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <map>
+#include <utility>
 
 namespace wg {
 
@@ -65,27 +68,77 @@ torch::Tensor device_attend(const torch::Tensor& q, const torch::Tensor& k, cons
 
 // ---- the CPU kernel -------------------------------------------------------------
 
-// Problems: varlen ([R, H, dh] rows cut at offsets, b = 1) or dense
-// ([B, L, H, dh] cut at offsets along B).
-struct Layout {
-  bool varlen = true;
-  std::vector<int64_t> q_off, k_off;  // dense: q_off == k_off, over B
-  int64_t count() const { return int64_t(q_off.size()) - 1; }
+// A problem: n sequences of lq query and lk key rows, the rows of
+// [R, H, dh] tensors given by index (sequence-major). Varlen segments of
+// the same (lq, lk) are batched into one problem (no padding); dense
+// sequences are taken in chunks. Problems are formed without regard to the
+// thread count, so dropout's masks (per problem) are too.
+struct Problem {
+  int64_t n = 0, lq = 0, lk = 0;
+  torch::Tensor q_rows, k_rows;  // [n·lq], [n·lk] int64
 };
 
-// The [b, H, l, dh] view of problem i of a [R, H, dh] or [B, L, H, dh] tensor.
-torch::Tensor view_of(const torch::Tensor& t, const std::vector<int64_t>& off, int64_t i, bool varlen) {
-  const torch::Tensor rows = t.narrow(0, off[size_t(i)], off[size_t(i) + 1] - off[size_t(i)]);
-  return varlen ? rows.permute({1, 0, 2}).unsqueeze(0) : rows.permute({0, 2, 1, 3});
+struct Problems : torch::CustomClassHolder {
+  std::vector<Problem> list;
+};
+
+// At most 8 MiB of scores per problem, and a group cut into about 8
+// problems (at least 16 sequences each) for the threads to share.
+int64_t chunk_size(int64_t n, int64_t H, int64_t lq, int64_t lk, int64_t element_size) {
+  const int64_t by_memory = std::max<int64_t>(1, (int64_t(8) << 20) / std::max<int64_t>(1, H * lq * lk * element_size));
+  return std::max<int64_t>(1, std::min(by_memory, std::max<int64_t>(16, (n + 7) / 8)));
 }
 
-// [b·H, l, dh] contiguous copy of a problem's view.
-torch::Tensor flat(const torch::Tensor& view) { return view.reshape({-1, view.size(2), view.size(3)}); }
+torch::Tensor index_tensor(const std::vector<int64_t>& rows) {
+  return torch::tensor(rows, torch::TensorOptions().dtype(torch::kInt64));
+}
 
-// The log-sum-exp rows of problem i: varlen lse [H, Rq], dense [B, H, L].
-torch::Tensor lse_of(const torch::Tensor& lse, const Layout& l, int64_t i) {
-  const int64_t a = l.q_off[size_t(i)], n = l.q_off[size_t(i) + 1] - a;
-  return l.varlen ? lse.narrow(1, a, n) : lse.narrow(0, a, n);
+c10::intrusive_ptr<Problems> varlen_problems(const VarlenSegments& seg, int64_t H, int64_t element_size) {
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> groups;  // (lq, lk) -> segments, in order
+  for (int64_t s = 0; s < seg.num_segments; ++s) {
+    const int64_t lq = seg.q_offsets[size_t(s) + 1] - seg.q_offsets[size_t(s)];
+    const int64_t lk = seg.k_offsets[size_t(s) + 1] - seg.k_offsets[size_t(s)];
+    if (lq > 0 && lk > 0) groups[{lq, lk}].push_back(s);  // no keys: the output stays 0
+  }
+  auto out = c10::make_intrusive<Problems>();
+  for (const auto& [shape, segments] : groups) {
+    const auto [lq, lk] = shape;
+    const int64_t chunk = chunk_size(int64_t(segments.size()), H, lq, lk, element_size);
+    for (size_t first = 0; first < segments.size(); first += size_t(chunk)) {
+      const size_t last = std::min(segments.size(), first + size_t(chunk));
+      std::vector<int64_t> q_rows, k_rows;
+      for (size_t i = first; i < last; ++i) {
+        const int64_t s = segments[i];
+        for (int64_t j = 0; j < lq; ++j) q_rows.push_back(seg.q_offsets[size_t(s)] + j);
+        for (int64_t j = 0; j < lk; ++j) k_rows.push_back(seg.k_offsets[size_t(s)] + j);
+      }
+      out->list.push_back({int64_t(last - first), lq, lk, index_tensor(q_rows), index_tensor(k_rows)});
+    }
+  }
+  return out;
+}
+
+// B sequences of L rows each ([B·L, H, dh]).
+c10::intrusive_ptr<Problems> dense_problems(int64_t B, int64_t L, int64_t H, int64_t element_size) {
+  auto out = c10::make_intrusive<Problems>();
+  if (L == 0) return out;
+  const int64_t chunk = chunk_size(B, H, L, L, element_size);
+  for (int64_t b = 0; b < B; b += chunk) {
+    const int64_t n = std::min(chunk, B - b);
+    const torch::Tensor rows = torch::arange(b * L, (b + n) * L, torch::TensorOptions().dtype(torch::kInt64));
+    out->list.push_back({n, L, L, rows, rows});
+  }
+  return out;
+}
+
+// Rows [n·l, H, dh] of a problem -> [n·H, l, dh], and back.
+torch::Tensor gather(const torch::Tensor& t, const torch::Tensor& rows, int64_t n, int64_t l) {
+  const int64_t H = t.size(1), dh = t.size(2);
+  return t.index_select(0, rows).view({n, l, H, dh}).permute({0, 2, 1, 3}).reshape({n * H, l, dh});
+}
+void scatter(torch::Tensor& into, const torch::Tensor& rows, const torch::Tensor& part, int64_t n, int64_t l) {
+  const int64_t H = into.size(1), dh = into.size(2);
+  into.index_copy_(0, rows, part.view({n, H, l, dh}).permute({0, 2, 1, 3}).reshape({n * l, H, dh}));
 }
 
 uint64_t problem_seed(uint64_t seed, int64_t i) { return seed ^ (uint64_t(i + 1) * 0x9E3779B97F4A7C15ull); }
@@ -126,34 +179,30 @@ void for_each_problem(int64_t count, const F& fn) {
   if (error) std::rethrow_exception(error);
 }
 
+// q, k, v [R, H, dh] rows; the problems say which rows attend to which.
 struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
-                               const torch::Tensor& v_in, const Layout& layout, double dropout) {
+                               const torch::Tensor& v_in, const c10::intrusive_ptr<Problems>& problems,
+                               double dropout) {
     const torch::Tensor q = q_in.detach().contiguous(), k = k_in.detach().contiguous(), v = v_in.detach().contiguous();
-    const int64_t H = layout.varlen ? q.size(1) : q.size(2);
     const double scale = 1.0 / std::sqrt(double(q.size(-1)));
     torch::Tensor out = torch::zeros_like(q);
-    torch::Tensor lse = layout.varlen ? torch::full({H, q.size(0)}, kNegInf, q.options())
-                                      : torch::full({q.size(0), H, q.size(1)}, kNegInf, q.options());
+    torch::Tensor lse = torch::full({q.size(0), q.size(1), 1}, kNegInf, q.options());  // [Rq, H, 1]
     const uint64_t seed = dropout > 0 ? uint64_t(torch::empty({1}, torch::kLong).random_().item<int64_t>()) : 0;
-    for_each_problem(layout.count(), [&](int64_t i) {
-      const torch::Tensor qv = view_of(q, layout.q_off, i, layout.varlen), kv = view_of(k, layout.k_off, i, layout.varlen);
-      if (qv.size(2) == 0 || kv.size(2) == 0) return;
-      const torch::Tensor Q = flat(qv), K = flat(kv), V = flat(view_of(v, layout.k_off, i, layout.varlen));
-      torch::Tensor s = torch::bmm(Q, K.transpose(1, 2)).mul_(scale);  // [bH, lq, lk]
-      const torch::Tensor row_lse = s.logsumexp(-1, true);             // [bH, lq, 1]
+    const std::vector<Problem>& list = problems->list;
+    for_each_problem(int64_t(list.size()), [&](int64_t i) {
+      const Problem& pr = list[size_t(i)];
+      const torch::Tensor Q = gather(q, pr.q_rows, pr.n, pr.lq), K = gather(k, pr.k_rows, pr.n, pr.lk),
+                          V = gather(v, pr.k_rows, pr.n, pr.lk);
+      torch::Tensor s = torch::bmm(Q, K.transpose(1, 2)).mul_(scale);  // [nH, lq, lk]
+      const torch::Tensor row_lse = s.logsumexp(-1, true);             // [nH, lq, 1]
       torch::Tensor p = s.sub_(row_lse).exp_();
       if (dropout > 0) p.mul_(dropout_mask(seed, i, p, dropout));
-      const torch::Tensor o = torch::bmm(p, V);  // [bH, lq, dh]
-      const torch::Tensor region = view_of(out, layout.q_off, i, layout.varlen);
-      region.copy_(o.view(region.sizes()));
-      torch::Tensor lse_region = lse_of(lse, layout, i);
-      lse_region.copy_(row_lse.view(lse_region.sizes()));
+      scatter(out, pr.q_rows, torch::bmm(p, V), pr.n, pr.lq);
+      scatter(lse, pr.q_rows, row_lse, pr.n, pr.lq);
     });
     ctx->save_for_backward({q, k, v, out, lse});
-    ctx->saved_data["varlen"] = layout.varlen;
-    ctx->saved_data["q_off"] = layout.q_off;
-    ctx->saved_data["k_off"] = layout.k_off;
+    ctx->saved_data["problems"] = c10::IValue::make_capsule(problems);
     ctx->saved_data["dropout"] = dropout;
     ctx->saved_data["seed"] = int64_t(seed);
     return out;
@@ -162,39 +211,32 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
-    Layout layout;
-    layout.varlen = ctx->saved_data["varlen"].toBool();
-    layout.q_off = ctx->saved_data["q_off"].toIntVector();
-    layout.k_off = ctx->saved_data["k_off"].toIntVector();
+    const auto problems = c10::static_intrusive_pointer_cast<Problems>(ctx->saved_data["problems"].toCapsule());
     const double dropout = ctx->saved_data["dropout"].toDouble();
     const uint64_t seed = uint64_t(ctx->saved_data["seed"].toInt());
     const double scale = 1.0 / std::sqrt(double(q.size(-1)));
     const torch::Tensor d_out = grads[0].detach().contiguous();
     torch::Tensor dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
-    for_each_problem(layout.count(), [&](int64_t i) {
-      const torch::Tensor qv = view_of(q, layout.q_off, i, layout.varlen), kv = view_of(k, layout.k_off, i, layout.varlen);
-      if (qv.size(2) == 0 || kv.size(2) == 0) return;
-      const torch::Tensor Q = flat(qv), K = flat(kv), V = flat(view_of(v, layout.k_off, i, layout.varlen));
-      const torch::Tensor dO = flat(view_of(d_out, layout.q_off, i, layout.varlen));
-      const torch::Tensor O = flat(view_of(out, layout.q_off, i, layout.varlen));
-      const torch::Tensor row_lse = lse_of(lse, layout, i).reshape({Q.size(0), Q.size(1), 1});
-      const torch::Tensor p = torch::bmm(Q, K.transpose(1, 2)).mul_(scale).sub_(row_lse).exp_();  // [bH, lq, lk]
+    const std::vector<Problem>& list = problems->list;
+    for_each_problem(int64_t(list.size()), [&](int64_t i) {
+      const Problem& pr = list[size_t(i)];
+      const torch::Tensor Q = gather(q, pr.q_rows, pr.n, pr.lq), K = gather(k, pr.k_rows, pr.n, pr.lk),
+                          V = gather(v, pr.k_rows, pr.n, pr.lk);
+      const torch::Tensor dO = gather(d_out, pr.q_rows, pr.n, pr.lq), O = gather(out, pr.q_rows, pr.n, pr.lq);
+      const torch::Tensor row_lse = gather(lse, pr.q_rows, pr.n, pr.lq);  // [nH, lq, 1]
+      const torch::Tensor p = torch::bmm(Q, K.transpose(1, 2)).mul_(scale).sub_(row_lse).exp_();  // [nH, lq, lk]
       torch::Tensor mask, p_kept = p;
       if (dropout > 0) {
         mask = dropout_mask(seed, i, p, dropout);
         p_kept = p * mask;
       }
-      const torch::Tensor dV = torch::bmm(p_kept.transpose(1, 2), dO);  // [bH, lk, dh]
-      torch::Tensor dp = torch::bmm(dO, V.transpose(1, 2));               // [bH, lq, lk]
+      scatter(dv, pr.k_rows, torch::bmm(p_kept.transpose(1, 2), dO), pr.n, pr.lk);
+      torch::Tensor dp = torch::bmm(dO, V.transpose(1, 2));  // [nH, lq, lk]
       if (dropout > 0) dp.mul_(mask);
-      const torch::Tensor row_dot = (dO * O).sum(-1, true);  // [bH, lq, 1]
+      const torch::Tensor row_dot = (dO * O).sum(-1, true);  // [nH, lq, 1]
       const torch::Tensor ds = dp.sub_(row_dot).mul_(p).mul_(scale);
-      const torch::Tensor dQ = torch::bmm(ds, K), dK = torch::bmm(ds.transpose(1, 2), Q);
-      for (const auto& [grad, part, off] : {std::tuple{&dq, &dQ, &layout.q_off}, std::tuple{&dk, &dK, &layout.k_off},
-                                           std::tuple{&dv, &dV, &layout.k_off}}) {
-        const torch::Tensor region = view_of(*grad, *off, i, layout.varlen);
-        region.copy_(part->view(region.sizes()));
-      }
+      scatter(dq, pr.q_rows, torch::bmm(ds, K), pr.n, pr.lq);
+      scatter(dk, pr.k_rows, torch::bmm(ds.transpose(1, 2), Q), pr.n, pr.lk);
     });
     return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
   }
@@ -202,19 +244,6 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 
 bool kernel_runs_on(const torch::Tensor& q) {
   return q.device().is_cpu() && (q.scalar_type() == torch::kFloat || q.scalar_type() == torch::kDouble);
-}
-
-// Dense sequences in chunks: about 4 chunks per thread, each chunk's scores
-// at most 8 MiB.
-std::vector<int64_t> dense_chunks(int64_t B, int64_t H, int64_t L, int64_t element_size) {
-  const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
-  const int64_t by_threads = (B + 4 * threads - 1) / (4 * threads);
-  const int64_t by_memory = std::max<int64_t>(1, (int64_t(8) << 20) / std::max<int64_t>(1, H * L * L * element_size));
-  const int64_t chunk = std::max<int64_t>(1, std::min(by_threads, by_memory));
-  std::vector<int64_t> off;
-  for (int64_t b = 0; b < B; b += chunk) off.push_back(b);
-  off.push_back(B);
-  return off;
 }
 
 }  // namespace
@@ -301,16 +330,18 @@ torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, c
   TORCH_CHECK(q.size(0) == seg.q_offsets.back() && k.size(0) == seg.k_offsets.back(),
               "varlen attention: rows do not match the segment lengths");
   if (!kernel_runs_on(q)) return padded_varlen_attention(q, k, v, seg, dropout, training);
-  Layout layout{true, seg.q_offsets, seg.k_offsets};
-  return AttentionFunction::apply(q, k, v, layout, training ? dropout : 0.0);
+  return AttentionFunction::apply(q, k, v, varlen_problems(seg, q.size(1), int64_t(q.element_size())),
+                                  training ? dropout : 0.0);
 }
 
 torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
                               bool training) {
-  if (!kernel_runs_on(q) || q.dim() != 4) return plain_dense_attention(q, k, v, dropout, training);
-  const std::vector<int64_t> off = dense_chunks(q.size(0), q.size(2), q.size(1), int64_t(q.element_size()));
-  Layout layout{false, off, off};
-  return AttentionFunction::apply(q, k, v, layout, training ? dropout : 0.0);
+  if (!kernel_runs_on(q) || q.dim() != 4 || k.size(1) != q.size(1)) return plain_dense_attention(q, k, v, dropout, training);
+  const int64_t B = q.size(0), L = q.size(1), H = q.size(2), dh = q.size(3);
+  const auto rows = [&](const torch::Tensor& t) { return t.reshape({B * L, H, dh}); };
+  return AttentionFunction::apply(rows(q), rows(k), rows(v), dense_problems(B, L, H, int64_t(q.element_size())),
+                                  training ? dropout : 0.0)
+      .view({B, L, H, dh});
 }
 
 torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -37,6 +37,8 @@ void Coordinator::on_step(const StepMetrics& m) {
   if (window_.num_durations < RankWindow::kMaxDurations) window_.durations[window_.num_durations++] = m.step_seconds;
   window_samples_ += m.samples_per_second * m.step_seconds;
   window_tokens_ += m.tokens_per_second * m.step_seconds;
+  window_flops_ += m.model_flops;
+  window_.peak_flops = m.peak_flops;
   window_seconds_ += m.step_seconds;
   window_data_ += m.data_seconds;
   ++window_steps_;
@@ -55,6 +57,7 @@ void Coordinator::gather_window() {
   complete_pending();  // the previous window's gather, long done by now
   window_.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0;
   window_.tokens_per_second = window_seconds_ > 0 ? window_tokens_ / window_seconds_ : 0;
+  window_.model_flops_per_second = window_seconds_ > 0 ? window_flops_ / window_seconds_ : 0;
   window_.data_wait_seconds = window_steps_ > 0 ? window_data_ / window_steps_ : 0;
   window_.data_wait_ratio = window_seconds_ > 0 ? window_data_ / window_seconds_ : 0;
   const RecomputePlan& plan = plan_();
@@ -67,7 +70,7 @@ void Coordinator::gather_window() {
   // A new window starts; counters (totals) carry on.
   window_.num_durations = 0;
   window_.peak_allocated_bytes = window_.peak_reserved_bytes = 0;
-  window_samples_ = window_tokens_ = window_seconds_ = window_data_ = 0;
+  window_samples_ = window_tokens_ = window_seconds_ = window_data_ = window_flops_ = 0;
   window_steps_ = 0;
   std::fill(std::begin(stream_sum_), std::end(stream_sum_), 0.0);
   std::fill(std::begin(stream_count_), std::end(stream_count_), 0);

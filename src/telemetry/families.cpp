@@ -74,6 +74,14 @@ JobFamilies::JobFamilies(prometheus::Registry& r)
           gauge_family(r, "wgtrain_samples_per_second", "Rank throughput over the last metrics window.")),
       tokens_per_second(
           gauge_family(r, "wgtrain_tokens_per_second", "Rank token throughput over the last metrics window.")),
+      model_flops_per_second(gauge_family(
+          r, "wgtrain_model_flops_per_second",
+          "Model FLOPs (matrix products of forward, backward and recomputation, counted from the shapes) per second "
+          "of step time, last window.")),
+      peak_flops(gauge_family(r, "wgtrain_peak_flops",
+                              "The peak FLOP/s the rank's MFU is measured against (peak_tflops, a GPU's data sheet, "
+                              "or a measured matrix product).")),
+      mfu(gauge_family(r, "wgtrain_mfu", "Model FLOPs utilisation: model FLOP/s over the peak, last window.")),
       step_duration(histogram_family(r, "wgtrain_step_duration_seconds", "Step durations, data included.")),
       data_wait_seconds(gauge_family(r, "wgtrain_data_wait_seconds",
                                      "Mean time per step spent waiting for the batch, last window.")),
@@ -101,6 +109,8 @@ JobFamilies::JobFamilies(prometheus::Registry& r)
                                                 "Recomputed pieces of the section on the rank.")),
       job_samples_per_second(gauge_family(r, "wgtrain_job_samples_per_second", "Samples per second, all ranks.")),
       job_tokens_per_second(gauge_family(r, "wgtrain_job_tokens_per_second", "Tokens per second, all ranks.")),
+      job_model_flops_per_second(
+          gauge_family(r, "wgtrain_job_model_flops_per_second", "Model FLOPs per second, all ranks.")),
       last_step_timestamp(
           gauge_family(r, "wgtrain_last_step_timestamp_seconds", "Unix time of the last finished step.")),
       step(gauge_family(r, "wgtrain_step", "Steps finished by the job.")),

@@ -89,7 +89,7 @@ void JobTelemetry::start() {
 
 void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
   auto& f = families_;
-  double job_samples = 0, job_tokens = 0, last_unix = 0;
+  double job_samples = 0, job_tokens = 0, job_flops = 0, last_unix = 0;
   const RankWindow* slow = nullptr;
   const RankWindow* fast = nullptr;
   const RankWindow* biggest = nullptr;
@@ -107,6 +107,11 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
     }
     f.samples_per_second.Add(l).Set(w.samples_per_second);
     f.tokens_per_second.Add(l).Set(w.tokens_per_second);
+    f.model_flops_per_second.Add(l).Set(w.model_flops_per_second);
+    if (w.peak_flops > 0) {  // unknown peak: no MFU series
+      f.peak_flops.Add(l).Set(w.peak_flops);
+      f.mfu.Add(l).Set(w.model_flops_per_second / w.peak_flops);
+    }
     auto& hist = f.step_duration.Add(l, telemetry::step_duration_buckets());
     for (int i = 0; i < w.num_durations; ++i) hist.Observe(w.durations[i]);
     f.data_wait_seconds.Add(l).Set(w.data_wait_seconds);
@@ -133,6 +138,7 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
           .Set(n);
     job_samples += w.samples_per_second;
     job_tokens += w.tokens_per_second;
+    job_flops += w.model_flops_per_second;
     last_unix = std::max(last_unix, w.last_step_unix_seconds);
     if (!slow || w.samples_per_second < slow->samples_per_second) slow = &w;
     if (!fast || w.samples_per_second > fast->samples_per_second) fast = &w;
@@ -142,6 +148,7 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
   if (windows.empty()) return;
   f.job_samples_per_second.Add({}).Set(job_samples);
   f.job_tokens_per_second.Add({}).Set(job_tokens);
+  f.job_model_flops_per_second.Add({}).Set(job_flops);
   f.last_step_timestamp.Add({}).Set(last_unix);
   f.step.Add({}).Set(double(last_step_));
   f.learning_rate.Add({}).Set(windows.front().lr);

@@ -23,9 +23,12 @@ void LogSink::on_step(const StepMetrics& m) {
   if (m.validation_loss >= 0)
     spdlog::info("validation after step {}: loss {:.5f}", m.step + 1, m.validation_loss);
   if (!due(m.step, m.total_steps, every_)) return;
-  spdlog::info("step {:>6}/{} loss {:.5f} lr {:.3e} grad_norm {:.3f} samples/s {:.1f} tokens/s {:.0f} peak {}{}",
+  const std::string mfu_text = m.peak_flops > 0 ? fmt::format(" MFU {:.1f}%", 100.0 * mfu(m)) : "";
+  spdlog::info("step {:>6}/{} loss {:.5f} lr {:.3e} grad_norm {:.3f} samples/s {:.1f} tokens/s {:.0f} "
+               "GFLOP/s {:.1f}{} peak {}{}",
                m.step + 1, m.total_steps, m.loss, m.lr, m.grad_norm, m.samples_per_second, m.tokens_per_second,
-               format_bytes(m.peak_bytes), m.skipped ? " (skipped: non-finite loss)" : "");
+               model_flops_per_second(m) * 1e-9, mfu_text, format_bytes(m.peak_bytes),
+               m.skipped ? " (skipped: non-finite loss)" : "");
 }
 
 void LogSink::on_end(const RunSummary& s) {
@@ -55,6 +58,9 @@ std::string to_json(const StepMetrics& m, const std::vector<std::pair<std::strin
       {"skipped_samples", m.skipped_samples},
       {"samples_per_second", m.samples_per_second},
       {"tokens_per_second", m.tokens_per_second},
+      {"model_flops", m.model_flops},
+      {"model_flops_per_second", model_flops_per_second(m)},
+      {"mfu", m.peak_flops > 0 ? nlohmann::json(mfu(m)) : nlohmann::json(nullptr)},
       {"peak_bytes", m.peak_bytes},
       {"peak_reserved_bytes", m.peak_reserved_bytes},
       {"activation_bytes", m.activation_bytes},

@@ -24,6 +24,7 @@
 #include "wg/train/upstream_run.h"
 #include "wg/util/logging.h"
 #include "wg/util/memory.h"
+#include "wg/util/peak_flops.h"
 #include "wg/util/threads.h"
 #include "wg/util/units.h"
 
@@ -197,6 +198,11 @@ Training build_trainer(const Config& config, Dataset data, const RankPlan& plan,
   } catch (const std::invalid_argument& e) {  // the same on every rank: a world size the config cannot use
     throw RunError(2, std::string("configuration: ") + e.what());
   }
+  const bool bf16 = place.device.is_cuda() && config.with_mixed_precision;
+  const PeakFlops peak = peak_flops(config.peak_tflops, place.device.str(),
+                                    place.device.is_cuda() ? cuda_device_name(place.device.index()) : "", bf16);
+  t.trainer->set_peak_flops(peak.flops);
+  if (dist.rank() == 0) spdlog::info("MFU against {:.1f} TFLOP/s per rank ({})", peak.flops * 1e-12, peak.source);
   if (options.init_weights.empty()) return t;
   try {
     const std::string file = weights_file_in(options.init_weights);  // a file, or a model directory's newest

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "wg/model/flops.h"
 #include "wg/model/model_options.h"
 #include "wg/train/batch_tensors.h"
 #include "wg/util/autocast.h"
@@ -24,9 +25,9 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // a bound no gradient norm reaches.
 constexpr double kNoClipping = 1e30;
 
-WeatherModel seeded_model(const Config& config, const std::vector<StreamShape>& shapes, const torch::Device& device) {
+WeatherModel seeded_model(const Config& config, const ModelOptions& options, const torch::Device& device) {
   torch::manual_seed(config.seed);
-  WeatherModel model(model_options(config, shapes));
+  WeatherModel model(options);
   model->to(device);
   model->train();
   return model;
@@ -54,7 +55,8 @@ Trainer::Trainer(const Config& config, Dataset data, const RecomputePlan& plan, 
       device_(device),
       device_name_(device.str()),
       dataset_(std::move(data)),
-      model_(seeded_model(config_, dataset_.stream_shapes(), device)),
+      model_options_(model_options(config_, dataset_.stream_shapes())),
+      model_(seeded_model(config_, model_options_, device)),
       loader_(dataset_, config.loader_num_workers, config.loader_prefetch),
       loss_(config, config.training_loss, dataset_.stream_shapes(), true),
       validation_loss_(config, config.validation_loss, dataset_.stream_shapes(), false),
@@ -212,6 +214,9 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
     ++m.oom_retries;
   }
   if (!m.skipped) optimizer_step(m);
+  const ModelFlops flops = model_flops(model_options_, flop_shape(input));
+  m.model_flops = m.skipped ? flops.forward() : flops.step(plan_);
+  m.peak_flops = peak_flops_;
   if (ema_) ema_->update(params_, step);  // also after a skipped step, as upstream
   const MemorySnapshot mem = memory_snapshot(device_name_);
   m.peak_bytes = mem.peak_bytes;

@@ -67,8 +67,14 @@ TEST(TelemetryJob, WindowsBecomeTheDocumentedSeries) {
   auto w0 = window(0, 10, 100, 300), w1 = window(1, 10, 200, 250);
   w1.nonfinite_total = 2;  // rank 1's loss was non-finite twice...
   w0.skipped_total = w1.skipped_total = 2;  // ...and both ranks skipped those steps
+  w0.model_flops_per_second = 3e9, w1.model_flops_per_second = 1e9;
+  w0.peak_flops = 1.5e10;  // rank 1's peak unknown: no MFU series
   t.on_windows({w0, w1});
   std::string text = t.exposition();
+  EXPECT_NE(text.find(rank_series("wgtrain_model_flops_per_second", 1) + "1000000000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(rank_series("wgtrain_mfu", 0) + "0.2\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find(rank_series("wgtrain_mfu", 1)), std::string::npos) << text;
+  EXPECT_TRUE(has_line(text, "wgtrain_job_model_flops_per_second 4000000000")) << text;
   EXPECT_NE(text.find(rank_series("wgtrain_memory_peak_reserved_bytes", 0) + "300\n"), std::string::npos) << text;
   EXPECT_NE(text.find(rank_series("wgtrain_memory_peak_allocated_bytes", 1) + "200\n"), std::string::npos) << text;
   EXPECT_TRUE(has_line(text, "wgtrain_job_memory_peak_max_bytes{node=\"node-a\",rank=\"0\"} 300")) << text;

@@ -38,6 +38,7 @@ void fill_trainer_families(JobFamilies& f, OutcomeFamilies& o) {
   f.validation_loss.Add({}).Set(0.52);
   f.job_samples_per_second.Add({}).Set(55.5);
   f.job_tokens_per_second.Add({}).Set(1.2e6);
+  f.job_model_flops_per_second.Add({}).Set(2.4e14);
   f.slowest_rank.Add({}).Set(1);
   f.fastest_rank.Add({}).Set(0);
   f.restarts.Add({}).Increment();
@@ -50,6 +51,9 @@ void fill_trainer_families(JobFamilies& f, OutcomeFamilies& o) {
     f.loss.Add(l).Set(rank == 0 ? 0.731 : std::numeric_limits<double>::quiet_NaN());
     f.samples_per_second.Add(l).Set(27.75);
     f.tokens_per_second.Add(l).Set(6e5);
+    f.model_flops_per_second.Add(l).Set(1.2e14);
+    f.peak_flops.Add(l).Set(989.4e12);
+    f.mfu.Add(l).Set(1.2e14 / 989.4e12);
     for (double s : {0.004, 0.2, 0.2, 3.0, 45.0}) f.step_duration.Add(l, step_duration_buckets()).Observe(s);
     f.data_wait_seconds.Add(l).Set(0.0125);
     f.data_wait_ratio.Add(l).Set(0.05);

@@ -44,6 +44,7 @@ TEST(Sinks, StepRecordHasEveryField) {
   const auto j = nlohmann::json::parse(to_json(sample_step()));
   for (const char* key : {"step", "total_steps", "loss", "lr", "grad_norm", "step_seconds", "compute_seconds",
                           "start_bytes", "data_seconds", "skipped_samples", "samples_per_second", "tokens_per_second",
+                          "model_flops", "model_flops_per_second", "mfu",
                           "peak_bytes", "peak_reserved_bytes", "activation_bytes", "nonfinite_loss", "skipped",
                           "oom_retries"})
     EXPECT_TRUE(j.contains(key)) << key;
@@ -53,6 +54,13 @@ TEST(Sinks, StepRecordHasEveryField) {
   EXPECT_EQ(j["start_bytes"], 1000);
   EXPECT_EQ(j["peak_reserved_bytes"], 6000);
   EXPECT_EQ(j["oom_retries"], 1);
+  EXPECT_TRUE(j["mfu"].is_null());  // no peak known
+  StepMetrics f = sample_step();
+  f.model_flops = 3e9;
+  f.peak_flops = 2e10;
+  const auto jf = nlohmann::json::parse(to_json(f));
+  EXPECT_DOUBLE_EQ(jf["model_flops_per_second"].get<double>(), 3e9 / f.step_seconds);
+  EXPECT_DOUBLE_EQ(jf["mfu"].get<double>(), 3e9 / f.step_seconds / 2e10);
   StepMetrics v = sample_step();
   v.validation_loss = 0.75;
   EXPECT_EQ(nlohmann::json::parse(to_json(v))["validation_loss"], 0.75);

@@ -8,6 +8,10 @@
 
 #include "../common/tiny_config.h"
 #include "wg/config/recompute_sections.h"
+#include "wg/model/flops.h"
+#include "wg/model/model_batch.h"
+#include "wg/model/model_options.h"
+#include "wg/train/batch_tensors.h"
 #include "wg/train/trainer.h"
 #include "wg/util/memory.h"
 
@@ -74,6 +78,26 @@ TEST(Trainer, SameSeedSameLossesWithAndWithoutRecomputation) {
   }
   auto pa = a.model()->parameters(), pb = b.model()->parameters();
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i]));
+}
+
+// A step's model FLOPs: three times the forward's, plus the forward of every
+// recomputed piece; the peak given is the one MFU is measured against.
+TEST(Trainer, StepCountsItsModelFlops) {
+  Config c = tiny_config();
+  c.samples_per_mini_epoch = 4;
+  Config full = c;
+  full.gradient_checkpointing = every_section(RecomputeMode::Full);
+  Trainer a(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU), b(full, Dataset(full, 0, 1), resolve_plan(full), torch::kCPU);
+  a.set_peak_flops(1e12);
+  const BuiltBatch batch = a.dataset().batch(0);
+  const ModelFlops counted =
+      model_flops(model_options(c, a.dataset().stream_shapes()), flop_shape(to_model_batch(batch, torch::kCPU)));
+  const StepMetrics ma = a.step_on(batch, 0), mb = b.step_on(batch, 0);
+  EXPECT_DOUBLE_EQ(ma.model_flops, 3 * counted.forward());
+  EXPECT_DOUBLE_EQ(mb.model_flops, 4 * counted.forward() - counted.outside_pieces);  // every piece recomputed
+  EXPECT_EQ(ma.peak_flops, 1e12);
+  EXPECT_GT(mfu(ma), 0.0);
+  EXPECT_EQ(mb.peak_flops, 0.0);
 }
 
 // Batches prepared by loader workers train exactly like batches made in the

@@ -378,6 +378,7 @@ struct Config {
   std::string device = "auto";  // auto | cpu | cuda
   int num_threads = 0;          // 0: $OMP_NUM_THREADS if set, else cores of the node / ranks on the node
   int cpu_keep_freed_mib = 1024;  // freed CPU memory kept for the next step, per rank (0: glibc's defaults)
+  double peak_tflops = 0;         // a rank's peak for MFU, TFLOP/s (0: detected, wg/util/peak_flops.h)
 
   TrainLogFreq train_log_freq;
 };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace wg {
 
@@ -12,5 +13,6 @@ int cuda_device_count();
 // GPU (one visible device), that is device 0.
 int device_for_local_rank(int local_rank, int device_count);
 int64_t cuda_device_memory(int device);  // 0 when unknown
+std::string cuda_device_name(int device);  // "NVIDIA H200"; "" when unknown
 
 }  // namespace wg

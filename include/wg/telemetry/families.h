@@ -58,6 +58,9 @@ struct JobFamilies {
   Family<Gauge>& stream_loss;
   Family<Gauge>& samples_per_second;
   Family<Gauge>& tokens_per_second;
+  Family<Gauge>& model_flops_per_second;
+  Family<Gauge>& peak_flops;
+  Family<Gauge>& mfu;
   Family<Histogram>& step_duration;
   Family<Gauge>& data_wait_seconds;
   Family<Gauge>& data_wait_ratio;
@@ -75,6 +78,7 @@ struct JobFamilies {
   // The job
   Family<Gauge>& job_samples_per_second;
   Family<Gauge>& job_tokens_per_second;
+  Family<Gauge>& job_model_flops_per_second;
   Family<Gauge>& last_step_timestamp;
   Family<Gauge>& step;
   Family<Gauge>& learning_rate;

@@ -33,6 +33,8 @@ struct RankWindow {
   double validation_loss = -1;   // the latest validation loss (the same on every rank); < 0: none yet
   double samples_per_second = 0;
   double tokens_per_second = 0;
+  double model_flops_per_second = 0;  // the window's model FLOPs / its step time
+  double peak_flops = 0;              // the rank's peak FLOP/s (0: unknown)
   double data_wait_seconds = 0;  // mean per step in the window
   double data_wait_ratio = 0;    // share of the window's step time spent waiting for data
   double last_step_unix_seconds = 0;

@@ -22,6 +22,8 @@ struct StepMetrics {
   int64_t skipped_samples = 0;  // samples replaced so far because their data was unreadable (cumulative)
   double samples_per_second = 0;
   double tokens_per_second = 0;
+  double model_flops = 0;           // the step's model FLOPs: forward, backward and recomputation (wg/model/flops.h)
+  double peak_flops = 0;            // the rank's peak FLOP/s for MFU (0: unknown)
   int64_t peak_bytes = 0;           // allocated peak during the step
   int64_t peak_reserved_bytes = 0;  // what the allocator held at most (CUDA: the caching allocator's reserve)
   int64_t activation_bytes = 0;     // held at the end of forward
@@ -39,6 +41,12 @@ struct StepMetrics {
 
 // The names the per-stream and per-channel losses of StepMetrics go by;
 // fixed for a run.
+// The step's model FLOP/s over its whole time, and that as a share of the peak (0 when unknown).
+inline double model_flops_per_second(const StepMetrics& m) {
+  return m.step_seconds > 0 ? m.model_flops / m.step_seconds : 0.0;
+}
+inline double mfu(const StepMetrics& m) { return m.peak_flops > 0 ? model_flops_per_second(m) / m.peak_flops : 0.0; }
+
 struct StepLossNames {
   std::vector<std::string> streams;                 // [S]
   std::vector<std::string> channel_loss_keys;       // [S * loss functions]: "<stream>.<fct>"

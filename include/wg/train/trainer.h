@@ -114,6 +114,8 @@ class Trainer {
   WeightAverage* weight_average() { return ema_.get(); }
   const std::string& device_name() const { return device_name_; }
   int64_t parameter_count() const;
+  // The peak FLOP/s each step's MFU is measured against (0: none).
+  void set_peak_flops(double flops) { peak_flops_ = flops; }
 
   // Forward on `batch` and its training loss, the per-stream losses in
   // `m` when given (undefined loss: no stream had data).
@@ -126,6 +128,7 @@ class Trainer {
   torch::Device device_;
   std::string device_name_;
   Dataset dataset_;
+  ModelOptions model_options_;  // what the model was built from (the FLOP count reads it)
   WeatherModel model_{nullptr};
   BatchLoader loader_;  // after dataset_: its workers read it until they are joined
   PhysicalLoss loss_, validation_loss_;
@@ -137,6 +140,7 @@ class Trainer {
   std::unique_ptr<WeightAverage> ema_;
   std::unique_ptr<GradSync> grad_sync_;
   RecomputePlan plan_;
+  double peak_flops_ = 0;
   OomHandler oom_handler_;
   int oom_events_ = 0;
   int consecutive_skips_ = 0;
