@@ -13,13 +13,19 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 dir="$root/.gpu_deps"
 grep -qx '/.gpu_deps/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpu_deps/' >> "$root/.git/info/exclude"
 mkdir -p "$dir"
-want=(libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libhealpix-cxx-dev libblosc-dev
-      prometheus-cpp-dev libcivetweb-dev libgtest-dev libopenmpi-dev openmpi-bin openmpi-common libopenblas0-openmp)
-# Their dependencies, without what every Linux base image has (libc, libstdc++, libgcc, zlib, ...).
-skip='^(libc6|libgcc-s1|libstdc\+\+6|zlib1g|libzstd1|liblz4-1|libssl3|libcurl4|libcrypt1|debconf|dpkg|perl-base|libselinux1|libpcre2|libsystemd0|libudev1|libgomp1|libgfortran5|libquadmath0|libnl-3-200|libnl-route-3-200|libnuma1|libbz2-1.0|liblzma5|libcom-err2|libgssapi|libk5crypto3|libkrb5|libkeyutils1|libidn2|libunistring|libnghttp2|libpsl5|librtmp1|libssh2|libbrotli|libldap|libsasl2|libgnutls|libhogweed|libnettle|libgmp|libp11-kit|libtasn1|libffi|sensible-utils|libsqlite3-0|libxml2|libicu)'
-pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances \
-         "${want[@]}" | grep -E '^[a-z0-9]' | sort -u | grep -vE "$skip" | grep -vE ':i386$')
+# Exactly these (no recursion: a recursive list pulls in compilers and
+# reaches 390 MB): the -dev packages the build reads, the libraries they
+# link, and OpenMPI's runtime; what every base image has (libc, libstdc++,
+# zlib, zstd, lz4, curl) is left out.
+pkgs=(libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev
+      libhealpix-cxx-dev libhealpix-cxx3 libcfitsio10 libsharp0 libblosc-dev libblosc1 libsnappy1v5
+      prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprometheus-cpp-push1.0
+      libcivetweb-dev libcivetweb1 civetweb libgtest-dev libgmock-dev googletest
+      libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libpmix2 libevent-core-2.1-7 libevent-pthreads-2.1-7
+      libhwloc15 libfabric1 libibverbs1 libpsm-infinipath1 libpsm2-2 libucx0 libmunge2 libnl-3-200 libnl-route-3-200
+      librdmacm1 libnuma1)
+rm -f "$dir"/*.deb
 cd "$dir"
-apt-get download $pkgs >/dev/null
+apt-get download "${pkgs[@]}" >/dev/null 2>&1
 du -sh "$dir"
 ls "$dir" | wc -l
