@@ -49,6 +49,10 @@ if [[ -d .gpu_deps ]]; then
   rm -rf "$stage"; mkdir -p "$stage"
   for f in .gpu_deps/*.deb; do dpkg -x "$f" "$stage"; done
   cp -rn "$stage"/. / 2>/dev/null || true   # -n: what the machine has stays
+  # dpkg -x runs no maintainer scripts: make the links update-alternatives would.
+  for tool in mpirun mpiexec mpicc mpicxx mpic++; do
+    [[ -e /usr/bin/$tool || ! -e /usr/bin/$tool.openmpi ]] || ln -s "$tool.openmpi" "/usr/bin/$tool"
+  done
   ldconfig
   log "unpacked $(ls .gpu_deps/*.deb | wc -l) packages"
 else
