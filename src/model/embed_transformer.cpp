@@ -38,9 +38,9 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
   }
   embed = register_module("embed", torch::nn::Linear(o.token_size, o.dim_embed));
   if (o.unembed_mode == "block") {
-    // WeatherGenerator widens the centroid part so C divides the rest.
-    e_ = o.embed_size_centroids + (total - o.embed_size_centroids) % o.num_channels;
-    d_c_ = (total - e_) / o.num_channels;
+    const EmbedReadout widths = embed_readout(o);
+    e_ = int(widths.centroid_width);
+    d_c_ = int(widths.per_channel);
     if (d_c_ < 1)  // a configuration that cannot be built: an error of the run's configuration, not a crash
       throw std::invalid_argument(
           "stream '" + o.stream + "': embed.num_tokens (" + std::to_string(o.num_tokens) + ") x ae_local_dim_embed (" +
@@ -58,7 +58,7 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
       ln_final->push_back(ln_block_.back().ptr());
     }
   } else {
-    e_ = o.embed_size_centroids;
+    e_ = int(embed_readout(o).centroid_width);
     ln_full_ = readout_norm(o.norm_type, int64_t(o.num_channels) * o.dim_embed, 1e-3);
     register_module("ln_final", ln_full_.ptr());
     unembed_full_ = register_module("unembed", torch::nn::Linear(o.num_channels * o.dim_embed, total - e_));

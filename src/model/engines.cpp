@@ -4,13 +4,6 @@
 namespace wg {
 
 namespace {
-// Block i's attention is dense iff i % int(1 / rate) == 0 or i is the
-// engine's designated dense block (upstream truncates non-reciprocal rates).
-bool dense_block(const EngineOptions& o, int64_t i) {
-  const int64_t every = std::max<int64_t>(1, int64_t(1.0 / o.dense_rate));
-  return i % every == 0 || i == o.last_dense_block;
-}
-
 AttentionOptions self_attention(const EngineOptions& o, int64_t block) {
   AttentionOptions a;
   a.dim = o.dim;
@@ -121,7 +114,7 @@ torch::Tensor AdapterImpl::forward(const torch::Tensor& queries, const torch::Te
 // ---- dense / block-local engines ---------------------------------------------
 
 TransformerEngineImpl::TransformerEngineImpl(const EngineOptions& o) {
-  const auto block_size = [&o](int64_t i) { return dense_block(o, i) ? int64_t(0) : o.block_factor; };
+  const auto block_size = [&o](int64_t i) { return attention_block(o, i); };
   set_keys(add_blocks(*this, o, block_size, attention_, mlp_));
 }
 

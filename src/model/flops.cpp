@@ -40,11 +40,6 @@ double sequence_core(double batch, int64_t length, int64_t block, int64_t dim) {
                   attention_core(double(rest), double(rest), dim));
 }
 
-int64_t block_of(const EngineOptions& o, int64_t i) {
-  const int64_t every = std::max<int64_t>(1, int64_t(1.0 / o.dense_rate));
-  return (i % every == 0 || i == o.last_dense_block) ? 0 : o.block_factor;
-}
-
 void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
   const double n = double(tokens), rows = n * o.num_channels;
   const auto key = [&](PieceKind kind, int block = -1) { return PieceKey{"embed", o.stream, block, kind}; };
@@ -54,15 +49,13 @@ void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
           self_projections(rows, o.dim_embed) + n * attention_core(o.num_channels, o.num_channels, o.dim_embed));
     f.add(key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
   }
-  const int64_t total = int64_t(o.num_tokens) * o.dim_out;
-  int64_t e = o.embed_size_centroids;
-  if (o.unembed_mode == "block") {
-    e += (total - o.embed_size_centroids) % o.num_channels;
-    f.add(key(PieceKind::Readout), linear(rows, o.dim_embed, (total - e) / o.num_channels));
-  } else {
-    f.add(key(PieceKind::Readout), linear(n, int64_t(o.num_channels) * o.dim_embed, total - e));
-  }
-  if (o.embed_size_centroids > 0) f.outside_pieces += linear(n, kCentroidWidth, e);
+  const EmbedReadout r = embed_readout(o);
+  if (o.unembed_mode == "block")
+    f.add(key(PieceKind::Readout), linear(rows, o.dim_embed, r.per_channel));
+  else
+    f.add(key(PieceKind::Readout),
+          linear(n, int64_t(o.num_channels) * o.dim_embed, int64_t(o.num_tokens) * o.dim_out - r.centroid_width));
+  if (o.embed_size_centroids > 0) f.outside_pieces += linear(n, kCentroidWidth, r.centroid_width);
 }
 
 void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s) {
@@ -100,7 +93,7 @@ void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<d
   for (const auto& [batch, length] : sequences) rows += batch * double(length);
   for (int64_t i = 0; i < o.num_blocks; ++i) {
     double core = 0;
-    for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, block_of(o, i), o.dim);
+    for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, attention_block(o, i), o.dim);
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
           ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core);
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),

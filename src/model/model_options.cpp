@@ -3,6 +3,7 @@
 // are kept and named where they happen.
 #include "wg/model/model_options.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace wg {
@@ -28,6 +29,18 @@ EngineOptions engine(std::string section, std::string blocks_name, int64_t dim, 
   return e;
 }
 }  // namespace
+
+int64_t attention_block(const EngineOptions& o, int64_t i) {
+  const int64_t every = std::max<int64_t>(1, int64_t(1.0 / o.dense_rate));
+  return (i % every == 0 || i == o.last_dense_block) ? 0 : o.block_factor;
+}
+
+EmbedReadout embed_readout(const EmbedOptions& o) {
+  const int64_t total = int64_t(o.num_tokens) * o.dim_out;
+  if (o.unembed_mode != "block") return {o.embed_size_centroids, 0};
+  const int64_t e = o.embed_size_centroids + (total - o.embed_size_centroids) % o.num_channels;
+  return {e, (total - e) / o.num_channels};
+}
 
 ModelOptions model_options(const Config& c, const std::vector<StreamShape>& shapes) {
   if (shapes.size() != c.streams.size())

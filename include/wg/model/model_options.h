@@ -47,6 +47,20 @@ struct EngineOptions {
   int64_t dim_aux = 0;        // forecast engine: AdaLayerNorm on the step (1)
 };
 
+// Block i's attention: 0 when dense, else the block-local block size.
+// Dense iff i % int(1 / dense_rate) == 0 or i is the designated dense block
+// (upstream truncates non-reciprocal rates).
+int64_t attention_block(const EngineOptions& o, int64_t i);
+
+// An embed's read-out widths: the centroid embedding's (e) and, in block
+// mode, each channel's slice (per_channel; full mode: 0). WeatherGenerator
+// widens the centroid part so the channels divide the rest.
+struct EmbedReadout {
+  int64_t centroid_width = 0;
+  int64_t per_channel = 0;
+};
+EmbedReadout embed_readout(const EmbedOptions& o);
+
 // The local-to-global adapter (ae_local_global_engine).
 struct AdapterOptions {
   int64_t dim_q = 0;       // D_g
