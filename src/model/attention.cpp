@@ -1,6 +1,7 @@
 // Attention layers (see header); their cores are in attention_core.cpp.
 #include "wg/model/attention.h"
 
+#include "wg/model/lean_ops.h"
 
 namespace wg {
 
@@ -18,23 +19,38 @@ SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& options) : o_(optio
   proj_out = register_module("proj_out", lin(o_.dim, o_.dim));
 }
 
-torch::Tensor SelfAttentionImpl::pre_norm(const torch::Tensor& x, const torch::Tensor& aux) {
-  return lnorm_ ? lnorm_(x, aux) : plain_layer_norm(x, o_.norm_eps);
+Prelude SelfAttentionImpl::pre_norm(const torch::Tensor& aux) const {
+  Prelude pre;
+  if (lnorm_) {
+    AdaLayerNorm norm = lnorm_;
+    pre.fn = [norm, aux](const torch::Tensor& x) mutable { return norm(x, aux); };
+    pre.params = lnorm_->parameters();
+    if (aux.defined() && aux.requires_grad()) pre.params.push_back(aux);
+  } else {
+    pre.fn = [eps = o_.norm_eps](const torch::Tensor& x) { return plain_layer_norm(x, eps); };
+  }
+  return pre;
 }
 
-torch::Tensor SelfAttentionImpl::heads(torch::nn::Linear proj, const torch::Tensor& h, bool norm) {
-  std::vector<int64_t> shape(h.sizes().begin(), h.sizes().end() - 1);
+std::array<torch::Tensor, 3> SelfAttentionImpl::qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
+  const torch::Tensor y = fused_linear(x, pre_norm(aux), {proj_heads_q->weight, proj_heads_k->weight, proj_heads_v->weight},
+                                       {}, saving);  // [..., 3·H·dh]
+  const int64_t inner = o_.num_heads * o_.dim_head;
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
   shape.push_back(o_.num_heads);
   shape.push_back(o_.dim_head);
-  torch::Tensor t = proj->forward(h).view(shape);
-  return norm && o_.qk_norm ? plain_layer_norm(t, o_.norm_eps) : t;
+  return {y.narrow(-1, 0, inner).view(shape), y.narrow(-1, inner, inner).view(shape),
+          y.narrow(-1, 2 * inner, inner).view(shape)};
 }
 
-torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& aux) {
-  const torch::Tensor h = pre_norm(x, aux);
-  const torch::Tensor q = heads(proj_heads_q, h, true), k = heads(proj_heads_k, h, true), v = heads(proj_heads_v, h, false);
-  torch::Tensor o = o_.block > 0 ? block_local_attention(q, k, v, o_.block)
-                                 : dense_attention(q, k, v, o_.dropout, is_training());
+QkNorm SelfAttentionImpl::qk_norm(Saving saving) const {
+  return QkNorm{o_.qk_norm ? o_.norm_eps : 0.0, saving == Saving::Lean};
+}
+
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
+  const auto [q, k, v] = qkv(x, aux, saving);
+  torch::Tensor o = o_.block > 0 ? block_local_attention(q, k, v, o_.block, qk_norm(saving))
+                                 : dense_attention(q, k, v, o_.dropout, is_training(), qk_norm(saving));
   o = o.flatten(-2, -1);
   if (o_.block > 0 && o_.dropout > 0) o = torch::dropout(o, o_.dropout, is_training());
   const torch::Tensor out = proj_out(o);
@@ -42,10 +58,10 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
 }
 
 torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const VarlenSegments& seg,
-                                                const torch::Tensor& aux) {
-  const torch::Tensor h = pre_norm(x, aux);
-  const torch::Tensor q = heads(proj_heads_q, h, true), k = heads(proj_heads_k, h, true), v = heads(proj_heads_v, h, false);
-  const torch::Tensor out = proj_out(varlen_attention(q, k, v, seg, o_.dropout, is_training()).flatten(-2, -1));
+                                                const torch::Tensor& aux, Saving saving) {
+  const auto [q, k, v] = qkv(x, aux, saving);
+  const torch::Tensor o = varlen_attention(q, k, v, seg, o_.dropout, is_training(), qk_norm(saving));
+  const torch::Tensor out = proj_out(o.flatten(-2, -1));
   return o_.with_residual ? out + x : out;
 }
 
@@ -57,6 +73,7 @@ CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& options) : o_(opt
   const int64_t inner = o_.num_heads * o_.dim_head;
   const auto lin = [&](int64_t in, int64_t out) { return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false)); };
   if (o_.dim_aux > 0) lnorm_in_q_ada_ = register_module("lnorm_in_q", AdaLayerNorm(o_.dim, o_.dim_aux, o_.norm_eps));
+  TORCH_CHECK(!(o_.dim_aux > 0 && o_.sliced_q), "cross-attention: sliced queries with an AdaLayerNorm are not supported");
   if (o_.sliced_q) {  // the adapter's SlicedQ: one query projection per slot
     auto slices = register_module("proj_heads_q", torch::nn::ModuleList());
     for (int64_t i = 0; i < o_.num_slices_q; ++i) {
@@ -72,24 +89,33 @@ CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& options) : o_(opt
 }
 
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch::Tensor& x_kv, const VarlenSegments& seg,
-                                          const torch::Tensor& aux) {
-  const int64_t H = o_.num_heads, dh = o_.dim_head;
-  const torch::Tensor hq = lnorm_in_q_ada_ ? lnorm_in_q_ada_(x_q, aux) : plain_layer_norm(x_q, o_.norm_eps);
-  const torch::Tensor hkv = plain_layer_norm(x_kv, o_.norm_eps);
-  const auto qk_norm = [&](const torch::Tensor& t) { return o_.qk_norm ? plain_layer_norm(t, o_.norm_eps) : t; };
-  const torch::Tensor k = qk_norm(proj_heads_k(hkv).view({-1, H, dh}));
-  const torch::Tensor v = proj_heads_v(hkv).view({-1, H, dh});
+                                          const torch::Tensor& aux, Saving saving) {
+  const int64_t H = o_.num_heads, dh = o_.dim_head, inner = H * dh;
+  const double eps = o_.norm_eps;
+  Prelude pre_q, pre_kv;
+  pre_kv.fn = [eps](const torch::Tensor& x) { return plain_layer_norm(x, eps); };
+  if (lnorm_in_q_ada_) {
+    AdaLayerNorm norm = lnorm_in_q_ada_;
+    pre_q.fn = [norm, aux](const torch::Tensor& x) mutable { return norm(x, aux); };
+    pre_q.params = lnorm_in_q_ada_->parameters();
+    if (aux.defined() && aux.requires_grad()) pre_q.params.push_back(aux);
+  } else {
+    pre_q.fn = pre_kv.fn;
+  }
+  const torch::Tensor kv = fused_linear(x_kv, pre_kv, {proj_heads_k->weight, proj_heads_v->weight}, {}, saving);
+  const torch::Tensor k = kv.narrow(-1, 0, inner).view({-1, H, dh}), v = kv.narrow(-1, inner, inner).view({-1, H, dh});
+  const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, saving == Saving::Lean};
+  const auto attend = [&](const torch::Tensor& rows, const torch::Tensor& weight) {  // -> [R, H·dh]
+    const torch::Tensor q = fused_linear(rows, pre_q, {weight}, {}, saving).view({-1, H, dh});
+    return varlen_attention(q, k, v, seg, o_.dropout, is_training(), qk_norm).flatten(-2, -1);
+  };
   torch::Tensor out;
-  if (o_.sliced_q) {  // x_q [R, slices, d]: every slot attends with its own projection
+  if (o_.sliced_q) {  // x_q [R, slices, d]: every slot attends with its own projection (rows normed one by one)
     std::vector<torch::Tensor> slots;
-    for (int64_t i = 0; i < o_.num_slices_q; ++i) {
-      const torch::Tensor q = qk_norm(q_slices_[size_t(i)](hq.select(1, i)).view({-1, H, dh}));
-      slots.push_back(varlen_attention(q, k, v, seg, o_.dropout, is_training()).flatten(-2, -1));  // [R, H*dh]
-    }
+    for (int64_t i = 0; i < o_.num_slices_q; ++i) slots.push_back(attend(x_q.select(1, i), q_slices_[size_t(i)]->weight));
     out = proj_out(torch::stack(slots, 1));  // [R, slices, d]
   } else {
-    const torch::Tensor q = qk_norm(proj_heads_q(hq).view({-1, H, dh}));
-    out = proj_out(varlen_attention(q, k, v, seg, o_.dropout, is_training()).flatten(-2, -1));
+    out = proj_out(attend(x_q, proj_heads_q->weight));
   }
   return o_.with_residual ? x_q + out : out;
 }

@@ -16,8 +16,11 @@
 //   skipped.
 #include "wg/model/attention_core.h"
 
+#include "wg/model/norms.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/version.h>
 
@@ -141,6 +144,13 @@ void scatter(torch::Tensor& into, const torch::Tensor& rows, const torch::Tensor
   into.index_copy_(0, rows, part.view({n, H, l, dh}).permute({0, 2, 1, 3}).reshape({n * l, H, dh}));
 }
 
+// t [R, H, dh] detached, as the kernel reads it: rows may be strided (q, k
+// and v cut from one fused projection), each row's [H, dh] contiguous.
+torch::Tensor rows_of(const torch::Tensor& t) {
+  const torch::Tensor d = t.detach();
+  return d.stride(2) == 1 && d.stride(1) == d.size(2) ? d : d.contiguous();
+}
+
 uint64_t problem_seed(uint64_t seed, int64_t i) { return seed ^ (uint64_t(i + 1) * 0x9E3779B97F4A7C15ull); }
 
 // Keep-mask of problem i, scaled by 1 / (1 - p).
@@ -183,8 +193,11 @@ void for_each_problem(int64_t count, const F& fn) {
 struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
                                const torch::Tensor& v_in, const c10::intrusive_ptr<Problems>& problems,
-                               double dropout) {
-    const torch::Tensor q = q_in.detach().contiguous(), k = k_in.detach().contiguous(), v = v_in.detach().contiguous();
+                               double dropout, double qk_norm_eps) {
+    const bool norm = qk_norm_eps > 0;
+    const torch::Tensor q = norm ? plain_layer_norm(q_in.detach(), qk_norm_eps) : rows_of(q_in);
+    const torch::Tensor k = norm ? plain_layer_norm(k_in.detach(), qk_norm_eps) : rows_of(k_in);
+    const torch::Tensor v = rows_of(v_in);
     const double scale = 1.0 / std::sqrt(double(q.size(-1)));
     torch::Tensor out = torch::zeros_like(q);
     torch::Tensor lse = torch::full({q.size(0), q.size(1), 1}, kNegInf, q.options());  // [Rq, H, 1]
@@ -201,16 +214,31 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
       scatter(out, pr.q_rows, torch::bmm(p, V), pr.n, pr.lq);
       scatter(lse, pr.q_rows, row_lse, pr.n, pr.lq);
     });
-    ctx->save_for_backward({q, k, v, out, lse});
+    if (norm)  // q and k are normed again in backward from the rows they came from
+      ctx->save_for_backward({rows_of(q_in), rows_of(k_in), v, out, lse});
+    else
+      ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["problems"] = c10::IValue::make_capsule(problems);
     ctx->saved_data["dropout"] = dropout;
+    ctx->saved_data["qk_norm_eps"] = qk_norm_eps;
     ctx->saved_data["seed"] = int64_t(seed);
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    const torch::Tensor &v = saved[2], &out = saved[3], &lse = saved[4];
+    const double qk_norm_eps = ctx->saved_data["qk_norm_eps"].toDouble();
+    torch::Tensor q = saved[0], k = saved[1], q_rows, k_rows, q_normed, k_normed;
+    if (qk_norm_eps > 0) {  // the norms of q and k again, under autograd, for their backward below
+      q_rows = saved[0].detach().requires_grad_(true);
+      k_rows = saved[1].detach().requires_grad_(true);
+      torch::autograd::AutoGradMode grad_on(true);
+      q_normed = plain_layer_norm(q_rows, qk_norm_eps);
+      k_normed = plain_layer_norm(k_rows, qk_norm_eps);
+      q = q_normed.detach();
+      k = k_normed.detach();
+    }
     const auto problems = c10::static_intrusive_pointer_cast<Problems>(ctx->saved_data["problems"].toCapsule());
     const double dropout = ctx->saved_data["dropout"].toDouble();
     const uint64_t seed = uint64_t(ctx->saved_data["seed"].toInt());
@@ -238,7 +266,12 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
       scatter(dq, pr.q_rows, torch::bmm(ds, K), pr.n, pr.lq);
       scatter(dk, pr.k_rows, torch::bmm(ds.transpose(1, 2), Q), pr.n, pr.lk);
     });
-    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+    if (qk_norm_eps > 0) {
+      const variable_list d = torch::autograd::grad({q_normed, k_normed}, {q_rows, k_rows}, {dq, dk});
+      dq = d[0];
+      dk = d[1];
+    }
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -325,38 +358,52 @@ torch::Tensor plain_dense_attention(const torch::Tensor& q, const torch::Tensor&
       .transpose(-3, -2);
 }
 
+namespace {
+// The norm of q and k, where the kernel does not take it over.
+torch::Tensor normed(const torch::Tensor& t, const QkNorm& norm) {
+  return norm.eps > 0 ? plain_layer_norm(t, norm.eps) : t;
+}
+}  // namespace
+
 torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const VarlenSegments& seg, double dropout, bool training) {
+                               const VarlenSegments& seg, double dropout, bool training, const QkNorm& norm) {
   TORCH_CHECK(q.size(0) == seg.q_offsets.back() && k.size(0) == seg.k_offsets.back(),
               "varlen attention: rows do not match the segment lengths");
-  if (!kernel_runs_on(q)) return padded_varlen_attention(q, k, v, seg, dropout, training);
+  if (!kernel_runs_on(q)) return padded_varlen_attention(normed(q, norm), normed(k, norm), v, seg, dropout, training);
+  if (norm.eps > 0 && !norm.lean)
+    return varlen_attention(normed(q, norm), normed(k, norm), v, seg, dropout, training, QkNorm{});
   return AttentionFunction::apply(q, k, v, varlen_problems(seg, q.size(1), int64_t(q.element_size())),
-                                  training ? dropout : 0.0);
+                                  training ? dropout : 0.0, norm.eps);
 }
 
 torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
-                              bool training) {
-  if (!kernel_runs_on(q) || q.dim() != 4 || k.size(1) != q.size(1)) return plain_dense_attention(q, k, v, dropout, training);
+                              bool training, const QkNorm& norm) {
+  if (!kernel_runs_on(q) || q.dim() != 4 || k.size(1) != q.size(1))
+    return plain_dense_attention(normed(q, norm), normed(k, norm), v, dropout, training);
+  if (norm.eps > 0 && !norm.lean) return dense_attention(normed(q, norm), normed(k, norm), v, dropout, training, QkNorm{});
   const int64_t B = q.size(0), L = q.size(1), H = q.size(2), dh = q.size(3);
   const auto rows = [&](const torch::Tensor& t) { return t.reshape({B * L, H, dh}); };
   return AttentionFunction::apply(rows(q), rows(k), rows(v), dense_problems(B, L, H, int64_t(q.element_size())),
-                                  training ? dropout : 0.0)
+                                  training ? dropout : 0.0, norm.eps)
       .view({B, L, H, dh});
 }
 
-torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    int64_t block) {
+torch::Tensor block_local_attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v,
+                                    int64_t block, const QkNorm& norm) {
+  const bool inside = norm.eps > 0 && norm.lean && kernel_runs_on(q_in);  // the kernel norms q and k itself
+  const torch::Tensor q = inside ? q_in : normed(q_in, norm), k = inside ? k_in : normed(k_in, norm);
+  const QkNorm pass = inside ? norm : QkNorm{};
   // [B, L, H, dh]: the full blocks as B·nb sequences, the shorter last block on its own (no padding).
   const int64_t B = q.size(0), L = q.size(1), H = q.size(2), dh = q.size(3);
   const int64_t full = L / block, rest = L - full * block;
   std::vector<torch::Tensor> parts;
   if (full > 0) {
     const auto blocks = [&](const torch::Tensor& x) { return x.narrow(1, 0, full * block).reshape({B * full, block, H, dh}); };
-    parts.push_back(dense_attention(blocks(q), blocks(k), blocks(v), 0.0, false).view({B, full * block, H, dh}));
+    parts.push_back(dense_attention(blocks(q), blocks(k), blocks(v), 0.0, false, pass).view({B, full * block, H, dh}));
   }
   if (rest > 0) {
     const auto last = [&](const torch::Tensor& x) { return x.narrow(1, full * block, rest); };
-    parts.push_back(dense_attention(last(q), last(k), last(v), 0.0, false));
+    parts.push_back(dense_attention(last(q), last(k), last(v), 0.0, false, pass));
   }
   return parts.size() == 1 ? parts[0] : torch::cat(parts, 1);
 }

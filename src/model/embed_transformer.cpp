@@ -73,7 +73,7 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
 void StreamEmbedTransformerImpl::build_pieces() {
   const auto key = [this](PieceKind kind, int block = -1) { return PieceKey{"embed", o_.stream, block, kind}; };
   pieces_.push_back({key(PieceKind::Input),
-                     [this](const torch::Tensor& x) {
+                     [this](const torch::Tensor& x, Saving) {
                        torch::Tensor h = embed(x.transpose(-2, -1));  // [N, C, dim_embed]
                        return h + harmonic_encoding(h.size(1), h.size(2), h.options());
                      },
@@ -82,8 +82,9 @@ void StreamEmbedTransformerImpl::build_pieces() {
     auto attn = attention_[i];
     auto mlp = mlp_[i];
     pieces_.push_back({key(PieceKind::Attention, int(i)),
-                       [attn](const torch::Tensor& x) mutable { return attn->forward(x); }, attn->parameters()});
-    pieces_.push_back({key(PieceKind::Mlp, int(i)), [mlp](const torch::Tensor& x) mutable { return mlp->forward(x); },
+                       [attn](const torch::Tensor& x, Saving saving) mutable { return attn->forward(x, {}, saving); },
+                       attn->parameters()});
+    pieces_.push_back({key(PieceKind::Mlp, int(i)), [mlp](const torch::Tensor& x, Saving saving) mutable { return mlp->forward(x, {}, saving); },
                        mlp->parameters()});
   }
   std::vector<torch::Tensor> readout_params;
@@ -91,7 +92,7 @@ void StreamEmbedTransformerImpl::build_pieces() {
   for (auto& m : ln_block_) for (auto& p : m.ptr()->parameters()) readout_params.push_back(p);
   if (!ln_full_.is_empty()) for (auto& p : ln_full_.ptr()->parameters()) readout_params.push_back(p);
   if (unembed_full_) for (auto& p : unembed_full_->parameters()) readout_params.push_back(p);
-  pieces_.push_back({key(PieceKind::Readout), [this](const torch::Tensor& x) { return readout(x); }, readout_params});
+  pieces_.push_back({key(PieceKind::Readout), [this](const torch::Tensor& x, Saving) { return readout(x); }, readout_params});
 }
 
 torch::Tensor StreamEmbedTransformerImpl::readout(const torch::Tensor& x) {

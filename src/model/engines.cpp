@@ -59,10 +59,12 @@ torch::Tensor LocalEngineImpl::forward(const torch::Tensor& tokens, const Varlen
   for (size_t i = 0; i < attention_.size(); ++i) {
     auto attn = attention_[i];
     auto mlp = mlp_[i];
-    pieces.push_back({keys_[2 * i], [attn, cells](const torch::Tensor& x) mutable { return attn->forward_varlen(x, cells); },
-                      attn->parameters(), recompute_[2 * i]});
-    pieces.push_back({keys_[2 * i + 1], [mlp](const torch::Tensor& x) mutable { return mlp->forward(x); },
-                      mlp->parameters(), recompute_[2 * i + 1]});
+    pieces.push_back({keys_[2 * i], [attn, cells](const torch::Tensor& x, Saving saving) mutable {
+                        return attn->forward_varlen(x, cells, {}, saving);
+                      },
+                      attn->parameters(), modes_[2 * i]});
+    pieces.push_back({keys_[2 * i + 1], [mlp](const torch::Tensor& x, Saving saving) mutable { return mlp->forward(x, {}, saving); },
+                      mlp->parameters(), modes_[2 * i + 1]});
   }
   return run_pieces(pieces, tokens, observer_);
 }
@@ -100,13 +102,14 @@ AdapterImpl::AdapterImpl(const AdapterOptions& o) {
 torch::Tensor AdapterImpl::forward(const torch::Tensor& queries, const torch::Tensor& tokens,
                                    const VarlenSegments& cells) {
   const auto cross = [&cells, &tokens](CrossAttention c) {
-    return [c, cells, tokens](const torch::Tensor& q) mutable { return c->forward(q, tokens, cells); };
+    return [c, cells, tokens](const torch::Tensor& q, Saving saving) mutable { return c->forward(q, tokens, cells, {}, saving); };
   };
   auto mlp = mlp_;
   const std::vector<Piece> pieces = {
-      {keys_[0], cross(cross_[0]), with_params(*cross_[0], {tokens}), recompute_[0]},
-      {keys_[1], [mlp](const torch::Tensor& q) mutable { return mlp->forward(q); }, mlp_->parameters(), recompute_[1]},
-      {keys_[2], cross(cross_[1]), with_params(*cross_[1], {tokens}), recompute_[2]},
+      {keys_[0], cross(cross_[0]), with_params(*cross_[0], {tokens}), modes_[0]},
+      {keys_[1], [mlp](const torch::Tensor& q, Saving saving) mutable { return mlp->forward(q, {}, saving); },
+       mlp_->parameters(), modes_[1]},
+      {keys_[2], cross(cross_[1]), with_params(*cross_[1], {tokens}), modes_[2]},
   };
   return run_pieces(pieces, queries, observer_);
 }
@@ -123,10 +126,10 @@ torch::Tensor TransformerEngineImpl::forward(const torch::Tensor& x, const torch
   for (size_t i = 0; i < attention_.size(); ++i) {
     auto attn = attention_[i];
     auto mlp = mlp_[i];
-    pieces.push_back({keys_[2 * i], [attn, aux](const torch::Tensor& t) mutable { return attn->forward(t, aux); },
-                      attn->parameters(), recompute_[2 * i]});
-    pieces.push_back({keys_[2 * i + 1], [mlp, aux](const torch::Tensor& t) mutable { return mlp->forward(t, aux); },
-                      mlp->parameters(), recompute_[2 * i + 1]});
+    pieces.push_back({keys_[2 * i], [attn, aux](const torch::Tensor& t, Saving saving) mutable { return attn->forward(t, aux, saving); },
+                      attn->parameters(), modes_[2 * i]});
+    pieces.push_back({keys_[2 * i + 1], [mlp, aux](const torch::Tensor& t, Saving saving) mutable { return mlp->forward(t, aux, saving); },
+                      mlp->parameters(), modes_[2 * i + 1]});
   }
   return run_pieces(pieces, x, observer_);
 }

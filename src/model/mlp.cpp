@@ -1,6 +1,8 @@
 // The MLP (see header).
 #include "wg/model/mlp.h"
 
+#include "wg/model/lean_ops.h"
+
 namespace wg {
 
 MlpImpl::MlpImpl(const MlpOptions& o) : o_(o) {
@@ -23,9 +25,24 @@ MlpImpl::MlpImpl(const MlpOptions& o) : o_(o) {
   layers->push_back(l2_);
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x, const torch::Tensor& aux) {
-  const torch::Tensor h = ada_norm_ ? ada_norm_(x, aux) : norm_(x);
-  torch::Tensor y = l2_(dropout_(torch::gelu(l1_(h))));
+torch::Tensor MlpImpl::forward(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
+  Prelude norm;
+  if (ada_norm_) {
+    AdaLayerNorm ada = ada_norm_;
+    norm.fn = [ada, aux](const torch::Tensor& t) mutable { return ada(t, aux); };
+    norm.params = ada_norm_->parameters();
+    if (aux.defined() && aux.requires_grad()) norm.params.push_back(aux);
+  } else {
+    torch::nn::LayerNorm ln = norm_;
+    norm.fn = [ln](const torch::Tensor& t) mutable { return ln(t); };
+    norm.params = norm_->parameters();
+  }
+  Prelude activation;
+  torch::nn::Dropout dropout = dropout_;
+  activation.fn = [dropout](const torch::Tensor& t) mutable { return dropout(torch::gelu(t)); };
+  activation.draws_random = o_.dropout > 0 && is_training();
+  const torch::Tensor u = fused_linear(x, norm, {l1_->weight}, {l1_->bias}, saving);
+  const torch::Tensor y = fused_linear(u, activation, {l2_->weight}, {l2_->bias}, saving);
   if (!o_.with_residual) return y;
   if (y.size(-1) == x.size(-1)) return x + y;
   std::vector<int64_t> reps(size_t(x.dim()), 1);  // widths that divide: x tiled along the last dimension

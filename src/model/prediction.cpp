@@ -84,26 +84,31 @@ std::vector<PieceKey> TargetTokenEngineImpl::block_keys() const {
   return keys;
 }
 
-void TargetTokenEngineImpl::add_pieces(std::vector<Piece>& pieces, const std::vector<bool>& recompute, size_t first,
+void TargetTokenEngineImpl::add_pieces(std::vector<Piece>& pieces, const std::vector<PieceMode>& modes, size_t first,
                                        const torch::Tensor& latent, const torch::Tensor& coords,
                                        const VarlenSegments& to_latent, const VarlenSegments& within_cells) {
   const std::vector<PieceKey> keys = block_keys();
   size_t k = 0;
-  const auto add = [&](PieceFn fn, std::vector<torch::Tensor> params) {
-    pieces.push_back({keys[k], std::move(fn), std::move(params), recompute[first + k]});
+  const auto add = [&](PieceBody fn, std::vector<torch::Tensor> params) {
+    pieces.push_back({keys[k], std::move(fn), std::move(params), modes[first + k]});
     ++k;
   };
   for (size_t l = 0; l < cross_.size(); ++l) {
     auto cross = cross_[l];
-    add([cross, latent, coords, to_latent](const torch::Tensor& e) mutable { return cross->forward(e, latent, to_latent, coords); },
+    add([cross, latent, coords, to_latent](const torch::Tensor& e, Saving saving) mutable {
+          return cross->forward(e, latent, to_latent, coords, saving);
+        },
         with_params(*cross, {latent}));
     if (o_.self_attention) {
       auto self = self_[l];
-      add([self, coords, within_cells](const torch::Tensor& e) mutable { return self->forward_varlen(e, within_cells, coords); },
+      add([self, coords, within_cells](const torch::Tensor& e, Saving saving) mutable {
+            return self->forward_varlen(e, within_cells, coords, saving);
+          },
           self->parameters());
     }
     auto mlp = mlp_[l];
-    add([mlp, coords](const torch::Tensor& e) mutable { return mlp->forward(e, coords); }, mlp->parameters());
+    add([mlp, coords](const torch::Tensor& e, Saving saving) mutable { return mlp->forward(e, coords, saving); },
+        mlp->parameters());
   }
 }
 

@@ -64,7 +64,7 @@ WeatherModelImpl::WeatherModelImpl(const ModelOptions& o) : o_(o) {
     for (const auto& k : decoders_[s]->block_keys()) pred_keys_.push_back(k);
     pred_keys_.push_back(PieceKey::io("pred", name, PieceKind::Head));
   }
-  pred_recompute_.assign(pred_keys_.size(), false);
+  pred_modes_.assign(pred_keys_.size(), PieceMode::Keep);
 }
 
 void WeatherModelImpl::set_plan(const RecomputePlan& plan) {
@@ -74,7 +74,7 @@ void WeatherModelImpl::set_plan(const RecomputePlan& plan) {
   ae_aggregation_->set_plan(plan);
   ae_global_->set_plan(plan);
   forecast_->set_plan(plan);
-  pred_recompute_ = recompute_flags(pred_keys_, plan);
+  pred_modes_ = piece_modes(pred_keys_, plan);
 }
 
 std::vector<PieceKey> WeatherModelImpl::piece_keys() const {
@@ -160,11 +160,11 @@ std::vector<torch::Tensor> WeatherModelImpl::predict(const ModelBatch& batch, in
     auto coord_embed = coords_[s];
     auto head = heads_[s];
     std::vector<Piece> pieces;
-    pieces.push_back({pred_keys_[first_key], [coord_embed](const torch::Tensor& tc) mutable { return coord_embed->forward(tc); },
-                      coord_embed->parameters(), pred_recompute_[first_key]});
-    decoders_[s]->add_pieces(pieces, pred_recompute_, first_key + 1, neighbourhoods, coords, to_latent, within);
-    pieces.push_back({pred_keys_[first_key + keys - 1], [head](const torch::Tensor& e) mutable { return head->forward(e); },
-                      head->parameters(), pred_recompute_[first_key + keys - 1]});
+    pieces.push_back({pred_keys_[first_key], [coord_embed](const torch::Tensor& tc, Saving) mutable { return coord_embed->forward(tc); },
+                      coord_embed->parameters(), pred_modes_[first_key]});
+    decoders_[s]->add_pieces(pieces, pred_modes_, first_key + 1, neighbourhoods, coords, to_latent, within);
+    pieces.push_back({pred_keys_[first_key + keys - 1], [head](const torch::Tensor& e, Saving) mutable { return head->forward(e); },
+                      head->parameters(), pred_modes_[first_key + keys - 1]});
     preds.push_back(run_pieces(pieces, coords, observer_));
     first_key += keys;
   }

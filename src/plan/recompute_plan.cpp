@@ -10,7 +10,17 @@
 
 namespace wg {
 
-RecomputePlan::RecomputePlan(std::vector<PieceKey> pieces) : pieces_(std::move(pieces)), on_(pieces_.size(), false) {}
+const char* piece_mode_name(PieceMode mode) {
+  switch (mode) {
+    case PieceMode::Keep: return "no";
+    case PieceMode::Lean: return "lean";
+    case PieceMode::Recompute: return "yes";
+  }
+  return "?";
+}
+
+RecomputePlan::RecomputePlan(std::vector<PieceKey> pieces)
+    : pieces_(std::move(pieces)), mode_(pieces_.size(), PieceMode::Keep) {}
 
 size_t RecomputePlan::index_of(const PieceKey& key) const {
   for (size_t i = 0; i < pieces_.size(); ++i)
@@ -18,10 +28,12 @@ size_t RecomputePlan::index_of(const PieceKey& key) const {
   throw std::out_of_range("the recomputation plan has no piece '" + key.str() + "'");
 }
 
-bool RecomputePlan::get(const PieceKey& key) const { return on_[index_of(key)]; }
-void RecomputePlan::set(const PieceKey& key, bool recompute) { on_[index_of(key)] = recompute; }
+bool RecomputePlan::get(const PieceKey& key) const { return recomputed(index_of(key)); }
+PieceMode RecomputePlan::mode(const PieceKey& key) const { return mode_[index_of(key)]; }
+void RecomputePlan::set(const PieceKey& key, bool recompute) { set(index_of(key), recompute); }
 
-int RecomputePlan::pieces_recomputed() const { return int(std::count(on_.begin(), on_.end(), true)); }
+int RecomputePlan::pieces_recomputed() const { return int(std::count(mode_.begin(), mode_.end(), PieceMode::Recompute)); }
+int RecomputePlan::pieces_lean() const { return int(std::count(mode_.begin(), mode_.end(), PieceMode::Lean)); }
 
 std::string RecomputePlan::table() const {
   std::ostringstream os;
@@ -29,23 +41,32 @@ std::string RecomputePlan::table() const {
   for (size_t i = 0; i < pieces_.size(); ++i) {
     const std::string section = pieces_[i].section_label(), piece = pieces_[i].piece_label();
     os << section << std::string(section.size() < 15 ? 15 - section.size() : 0, ' ') << piece
-       << std::string(piece.size() < 15 ? 15 - piece.size() : 0, ' ') << (on_[i] ? "yes" : "no") << '\n';
+       << std::string(piece.size() < 15 ? 15 - piece.size() : 0, ' ') << piece_mode_name(mode_[i]) << '\n';
   }
   os << "recomputed " << pieces_recomputed() << " of " << pieces_total() << " pieces";
+  if (pieces_lean() > 0) os << ", " << pieces_lean() << " lean";
   return os.str();
 }
 
 std::string RecomputePlan::summary() const {
   std::vector<std::string> order;
-  std::map<std::string, std::pair<int, int>> counts;  // section -> (recomputed, all)
+  struct Count {
+    int recomputed = 0, lean = 0, all = 0;
+  };
+  std::map<std::string, Count> counts;
   for (size_t i = 0; i < pieces_.size(); ++i) {
     const std::string& s = pieces_[i].section;
     if (!counts.count(s)) order.push_back(s);
-    counts[s].first += on_[i];
-    counts[s].second += 1;
+    counts[s].recomputed += recomputed(i);
+    counts[s].lean += mode_[i] == PieceMode::Lean;
+    counts[s].all += 1;
   }
   std::ostringstream os;
-  for (const auto& s : order) os << (&s == &order.front() ? "" : " ") << s << " " << counts[s].first << "/" << counts[s].second;
+  for (const auto& s : order) {
+    const Count& c = counts[s];
+    os << (&s == &order.front() ? "" : " ") << s << " " << c.recomputed << "/" << c.all;
+    if (c.lean > 0) os << " (" << c.lean << " lean)";
+  }
   return os.str();
 }
 
@@ -107,15 +128,17 @@ RecomputePlan resolve_plan(const std::vector<PieceKey>& pieces, const RecomputeC
     const PieceKey& p = pieces[i];
     const SectionRecompute& sc = sections.*find_recompute_section(p.section)->field;
     const int block = p.in_a_block() ? p.block : (blocks[p.section] == 0 ? 0 : -1);
-    bool on = false;
+    PieceMode mode = PieceMode::Keep;
     switch (sc.mode) {
       case RecomputeMode::None: break;
-      case RecomputeMode::Full: on = true; break;
-      case RecomputeMode::Selective: on = p.is_attention(); break;
-      case RecomputeMode::EveryN: on = block >= 0 && block % sc.every_n == 0; break;
+      case RecomputeMode::Full: mode = PieceMode::Recompute; break;
+      case RecomputeMode::Selective: mode = p.in_a_block() ? PieceMode::Lean : PieceMode::Keep; break;
+      case RecomputeMode::EveryN:
+        if (block >= 0 && block % sc.every_n == 0) mode = PieceMode::Recompute;
+        break;
     }
-    if (block >= 0 && std::find(sc.blocks.begin(), sc.blocks.end(), block) != sc.blocks.end()) on = true;
-    plan.set(i, on);
+    if (block >= 0 && std::find(sc.blocks.begin(), sc.blocks.end(), block) != sc.blocks.end()) mode = PieceMode::Recompute;
+    plan.set_mode(i, mode);
   }
   return plan;
 }

@@ -539,7 +539,8 @@ TEST_F(ConfigTest, StructuredFormBeatsEveryBooleanEitherWay) {
       const RecomputePlan p = resolve_plan(c);
       for (size_t i = 0; i < p.size(); ++i)
         if (p.pieces()[i].section == sec.name)
-          EXPECT_EQ(p.recomputed(i), !value && p.pieces()[i].is_attention()) << p.pieces()[i].str();
+          EXPECT_EQ(p.mode(i), !value && p.pieces()[i].in_a_block() ? PieceMode::Lean : PieceMode::Keep)
+              << p.pieces()[i].str();
     }
   }
 }

@@ -116,24 +116,31 @@ TEST(RecomputePlan, FullTurnsOnEveryPieceOfTheSection) {
     EXPECT_TRUE(on(p, k)) << k;
 }
 
-TEST(RecomputePlan, SelectiveIsAttentionOnly) {
+TEST(RecomputePlan, SelectiveMakesEveryBlockPieceLean) {
   Config c = two_streams_none();
   c.gradient_checkpointing.ae_global.mode = RecomputeMode::Selective;
   c.gradient_checkpointing.ae_adapter.mode = RecomputeMode::Selective;
   c.gradient_checkpointing.pred.mode = RecomputeMode::Selective;
   const auto p = resolve_plan(c);
-  EXPECT_EQ(attn(p, "ae_global", 6), std::vector<bool>(6, true));
-  EXPECT_EQ(mlp(p, "ae_global", 6), std::vector<bool>(6, false));
-  // Cross-attention is attention.
-  EXPECT_TRUE(on(p, "ae_adapter/block0.cross"));
-  EXPECT_FALSE(on(p, "ae_adapter/block0.mlp"));
-  EXPECT_TRUE(on(p, "ae_adapter/block1.cross"));
-  EXPECT_EQ(blocks(p, "pred.ERA5", "cross", 2), std::vector<bool>(2, true));
-  EXPECT_EQ(attn(p, "pred.ERA5", 2), std::vector<bool>(2, true));
-  EXPECT_EQ(mlp(p, "pred.ERA5", 2), std::vector<bool>(2, false));
-  EXPECT_FALSE(on(p, "pred.ERA5/input"));
-  EXPECT_FALSE(on(p, "pred.ERA5/head"));
-  EXPECT_EQ(attn(p, "ae_local", 2), std::vector<bool>(2, false));  // sections left at none
+  EXPECT_EQ(p.pieces_recomputed(), 0);  // nothing is run again as a whole
+  const auto mode = [&p](const std::string& key) { return p.mode(*PieceKey::parse(key)); };
+  for (int b = 0; b < 6; ++b)
+    for (const char* kind : {"attn", "mlp"})
+      EXPECT_EQ(mode("ae_global/block" + std::to_string(b) + "." + kind), PieceMode::Lean) << b << kind;
+  for (const char* k : {"ae_adapter/block0.cross", "ae_adapter/block0.mlp", "ae_adapter/block1.cross",
+                        "pred.ERA5/block0.cross", "pred.ERA5/block1.attn", "pred.ERA5/block1.mlp"})
+    EXPECT_EQ(mode(k), PieceMode::Lean) << k;
+  // Pieces outside blocks are kept; full recomputes them.
+  EXPECT_EQ(mode("pred.ERA5/input"), PieceMode::Keep);
+  EXPECT_EQ(mode("pred.ERA5/head"), PieceMode::Keep);
+  EXPECT_EQ(mode("ae_local/block0.attn"), PieceMode::Keep);  // sections left at none
+  EXPECT_EQ(p.pieces_lean(), 12 + 3 + (3 * 2 + 3));
+  // A block list on top of selective recomputes those blocks as a whole.
+  c.gradient_checkpointing.ae_global.blocks = {2};
+  const auto q = resolve_plan(c);
+  EXPECT_EQ(q.mode(*PieceKey::parse("ae_global/block2.attn")), PieceMode::Recompute);
+  EXPECT_EQ(q.mode(*PieceKey::parse("ae_global/block2.mlp")), PieceMode::Recompute);
+  EXPECT_EQ(q.mode(*PieceKey::parse("ae_global/block3.mlp")), PieceMode::Lean);
 }
 
 TEST(RecomputePlan, EveryNAndBlockList) {
@@ -263,15 +270,20 @@ TEST(RecomputePlan, TableListsEveryPiece) {
   c.gradient_checkpointing.ae_adapter.mode = RecomputeMode::Selective;
   const auto p = resolve_plan(c);
   const std::string t = p.table();
-  EXPECT_NE(t.find("embed.ERA5     block3.attn    yes"), std::string::npos) << t;
-  EXPECT_NE(t.find("embed.ERA5     block3.mlp     no"), std::string::npos) << t;
-  EXPECT_NE(t.find("ae_adapter     block0.cross   yes"), std::string::npos) << t;
-  EXPECT_NE(t.find("ae_adapter     block0.mlp     no"), std::string::npos) << t;
+  EXPECT_NE(t.find("embed.ERA5     block3.attn    lean"), std::string::npos) << t;
+  EXPECT_NE(t.find("embed.ERA5     block3.mlp     lean"), std::string::npos) << t;
+  EXPECT_NE(t.find("embed.ERA5     readout        no"), std::string::npos) << t;
+  EXPECT_NE(t.find("ae_adapter     block0.cross   lean"), std::string::npos) << t;
+  EXPECT_NE(t.find("ae_adapter     block0.mlp     lean"), std::string::npos) << t;
   EXPECT_NE(t.find("ae_aggregation block1.mlp     no"), std::string::npos) << t;
   EXPECT_NE(t.find("pred.SYNOP     block0.cross   no"), std::string::npos) << t;
   EXPECT_NE(t.find("pred.ERA5      head           no"), std::string::npos) << t;
-  EXPECT_NE(t.find("recomputed 8 of " + std::to_string(kTwoStreamsPieces) + " pieces"), std::string::npos) << t;
-  EXPECT_EQ(p.summary(), "embed 6/16 ae_local 0/4 ae_adapter 2/3 ae_aggregation 0/4 ae_global 0/12 pred 0/13");
+  EXPECT_NE(t.find("recomputed 0 of " + std::to_string(kTwoStreamsPieces) + " pieces, 15 lean"), std::string::npos) << t;
+  EXPECT_EQ(p.summary(),
+            "embed 0/16 (12 lean) ae_local 0/4 ae_adapter 0/3 (3 lean) ae_aggregation 0/4 ae_global 0/12 pred 0/13");
+  c.gradient_checkpointing.ae_local.mode = RecomputeMode::Full;
+  EXPECT_EQ(resolve_plan(c).summary(),
+            "embed 0/16 (12 lean) ae_local 4/4 ae_adapter 0/3 (3 lean) ae_aggregation 0/4 ae_global 0/12 pred 0/13");
 }
 
 TEST(RecomputePlan, ModelPiecesInForwardOrder) {
@@ -344,11 +356,11 @@ TEST(RecomputePlan, ModelPiecesWithoutDecoderSelfAttention) {
                                       "pred.SYNOP/head"}));
   // The embed and global engines keep their self-attention.
   EXPECT_NE(std::find(k.begin(), k.end(), "ae_global/block0.attn"), k.end());
-  c.gradient_checkpointing = every_section(RecomputeMode::Selective);
+  c.gradient_checkpointing = every_section(RecomputeMode::Full);
   const auto p = resolve_plan(c);
   EXPECT_THROW(on(p, "pred.ERA5/block0.attn"), std::out_of_range);
   EXPECT_TRUE(on(p, "pred.ERA5/block0.cross"));
-  EXPECT_FALSE(on(p, "pred.ERA5/block0.mlp"));
+  EXPECT_TRUE(on(p, "pred.ERA5/block0.mlp"));
 }
 
 TEST(RecomputePlan, ModelPiecesWithADiagnosticStream) {

@@ -12,14 +12,23 @@
 // length vector (VarlenSegments); row r of segment s attends exactly to the
 // key rows of segment s. A segment with no keys gives 0, not NaN. The
 // cores themselves are in attention_core.h.
+//
+// q, k and v (k and v in cross-attention) come from one product over the
+// concatenated projection weights (lean_ops.h), which stay separate
+// parameters. With Saving::Lean the layer keeps its input, the projections'
+// output and the core's output; the pre-norm and the q/k norms are run
+// again in backward.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <array>
 #include <vector>
 
 #include "wg/model/attention_core.h"
+#include "wg/model/lean_ops.h"
 #include "wg/model/norms.h"
+#include "wg/model/saving.h"
 
 namespace wg {
 
@@ -45,13 +54,16 @@ class SelfAttentionImpl : public torch::nn::Module {
  public:
   explicit SelfAttentionImpl(const AttentionOptions& options);
   // x [B, L, d] (dense, local) -> same shape.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& aux = {});
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& aux = {}, Saving saving = Saving::All);
   // x [R, d] packed rows in segments -> [R, d].
-  torch::Tensor forward_varlen(const torch::Tensor& x, const VarlenSegments& seg, const torch::Tensor& aux = {});
+  torch::Tensor forward_varlen(const torch::Tensor& x, const VarlenSegments& seg, const torch::Tensor& aux = {},
+                               Saving saving = Saving::All);
 
  private:
-  torch::Tensor pre_norm(const torch::Tensor& x, const torch::Tensor& aux);
-  torch::Tensor heads(torch::nn::Linear proj, const torch::Tensor& h, bool norm);  // [..., d] -> [..., H, dh]
+  Prelude pre_norm(const torch::Tensor& aux) const;
+  // q, k, v [..., H, dh] (before the q/k norm) from x [..., d].
+  std::array<torch::Tensor, 3> qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving);
+  QkNorm qk_norm(Saving saving) const;
   AttentionOptions o_;
   AdaLayerNorm lnorm_{nullptr};
   torch::nn::Linear proj_heads_q{nullptr}, proj_heads_k{nullptr}, proj_heads_v{nullptr}, proj_out{nullptr};
@@ -67,7 +79,7 @@ class CrossAttentionImpl : public torch::nn::Module {
   explicit CrossAttentionImpl(const AttentionOptions& options);
   // x_q [R, d] (or [R, slices, d] when sliced), x_kv [Rk, dim_kv] -> x_q's shape.
   torch::Tensor forward(const torch::Tensor& x_q, const torch::Tensor& x_kv, const VarlenSegments& seg,
-                        const torch::Tensor& aux = {});
+                        const torch::Tensor& aux = {}, Saving saving = Saving::All);
 
  private:
   AttentionOptions o_;

@@ -35,18 +35,27 @@ struct VarlenSegments {
   bool padded() const { return q_pos.defined(); }
 };
 
+// The per-head layer norm of q and k (no affine parameters) taken inside
+// the core: eps 0 for none. With lean the CPU kernel keeps q and k as
+// given and norms them again in backward; otherwise (and off the CPU) the
+// normed q and k are kept. The result is the same either way.
+struct QkNorm {
+  double eps = 0;
+  bool lean = false;
+};
+
 // softmax(q kᵀ · scale) v per segment, with probability dropout. A segment
 // with no keys gives 0. q [Rq, H, dh], k and v [Rk, H, dh] -> [Rq, H, dh].
 torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               const VarlenSegments& seg, double dropout, bool training);
+                               const VarlenSegments& seg, double dropout, bool training, const QkNorm& norm = {});
 
 // Dense: q, k, v [B, L, H, dh] -> [B, L, H, dh].
 torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
-                              bool training);
+                              bool training, const QkNorm& norm = {});
 
 // Block-local: position t attends to u iff t / block == u / block. No dropout.
 torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    int64_t block);
+                                    int64_t block, const QkNorm& norm = {});
 
 // The references: plain LibTorch products on padded segments, autograd's
 // backward (the kernel's tests compare against them; CUDA runs them).

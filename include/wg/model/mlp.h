@@ -1,12 +1,15 @@
 // WeatherGenerator's MLP (wg-model.md §4.1): layers.0 a pre-norm (affine
 // LayerNorm, or AdaLayerNorm when dim_aux > 0), layers.1 Linear(d, f·d),
 // layers.2 GELU (exact), layers.3 Dropout, layers.4 Linear(f·d, d_out);
-// with a residual, x + MLP(x).
+// with a residual, x + MLP(x). The two products go through fused_linear
+// (lean_ops.h): with Saving::Lean only x and the first product's output are
+// kept, the norm, GELU and dropout run again in backward.
 #pragma once
 
 #include <torch/torch.h>
 
 #include "wg/model/norms.h"
+#include "wg/model/saving.h"
 
 namespace wg {
 
@@ -23,7 +26,7 @@ struct MlpOptions {
 class MlpImpl : public torch::nn::Module {
  public:
   explicit MlpImpl(const MlpOptions& options);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& aux = {});
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& aux = {}, Saving saving = Saving::All);
 
  private:
   MlpOptions o_;

@@ -1,40 +1,46 @@
 // A recomputable piece of a section, as the section's forward loop sees it:
-// its key in the plan, the function, every tensor it reads that needs a
-// gradient besides its input (module parameters; another activation, such
-// as the keys of a cross-attention), and the plan's decision. A section
+// its key in the plan, the function (given how to keep its activations),
+// every tensor it reads that needs a gradient besides its input (module
+// parameters; another activation, such as the keys of a cross-attention),
+// and the plan's decision (PieceMode). A section
 // builds its pieces (once, or per call when they read per-call tensors) and
 // runs them with run_pieces: its one call site of the plan.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <vector>
 
 #include "wg/model/recompute.h"
+#include "wg/model/saving.h"
 #include "wg/plan/observer.h"
 #include "wg/plan/recompute_plan.h"
 
 namespace wg {
 
+// A piece's function: its output from its input, keeping what `saving` says.
+using PieceBody = std::function<torch::Tensor(const torch::Tensor&, Saving)>;
+
 struct Piece {
   PieceKey key;
-  PieceFn fn;
+  PieceBody fn;
   std::vector<torch::Tensor> params;  // parameters and other tensors fn reads that need gradients
-  bool recompute = false;
+  PieceMode mode = PieceMode::Keep;
 };
 
 // The plan's decision for each key (the plan must have every key).
-inline std::vector<bool> recompute_flags(const std::vector<PieceKey>& keys, const RecomputePlan& plan) {
-  std::vector<bool> on;
-  for (const PieceKey& k : keys) on.push_back(plan.get(k));
-  return on;
+inline std::vector<PieceMode> piece_modes(const std::vector<PieceKey>& keys, const RecomputePlan& plan) {
+  std::vector<PieceMode> modes;
+  for (const PieceKey& k : keys) modes.push_back(plan.mode(k));
+  return modes;
 }
 
 // What every section module holds for the plan: its piece keys (forward
 // order), the plan's decision for each, and the observer of its pieces.
 class PlannedPieces {
  public:
-  void set_plan(const RecomputePlan& plan) { recompute_ = recompute_flags(keys_, plan); }
+  void set_plan(const RecomputePlan& plan) { modes_ = piece_modes(keys_, plan); }
   std::vector<PieceKey> piece_keys() const { return keys_; }
   void set_observer(PieceObserver* observer) { observer_ = observer; }
 
@@ -42,10 +48,10 @@ class PlannedPieces {
   // Sets the keys; nothing recomputed until set_plan.
   void set_keys(std::vector<PieceKey> keys) {
     keys_ = std::move(keys);
-    recompute_.assign(keys_.size(), false);
+    modes_.assign(keys_.size(), PieceMode::Keep);
   }
   std::vector<PieceKey> keys_;
-  std::vector<bool> recompute_;
+  std::vector<PieceMode> modes_;
   PieceObserver* observer_ = nullptr;
 };
 
@@ -65,14 +71,21 @@ inline std::vector<PieceKey> keys_of(const std::vector<Piece>& pieces) {
 
 // Each piece takes the plan's decision for its key.
 inline void apply_plan(std::vector<Piece>& pieces, const RecomputePlan& plan) {
-  for (Piece& p : pieces) p.recompute = plan.get(p.key);
+  for (Piece& p : pieces) p.mode = plan.mode(p.key);
+}
+
+// Runs one piece as its mode says: kept, lean, or recomputed in backward
+// (where its second run keeps everything it builds: it is freed at once).
+inline torch::Tensor run_one(const Piece& p, const torch::Tensor& x) {
+  if (p.mode != PieceMode::Recompute) return p.fn(x, p.mode == PieceMode::Lean ? Saving::Lean : Saving::All);
+  return run_piece(true, [fn = p.fn](const torch::Tensor& t) { return fn(t, Saving::All); }, x, p.params);
 }
 
 // Runs the pieces in order; the one call site of the plan in each section.
 inline torch::Tensor run_pieces(const std::vector<Piece>& pieces, torch::Tensor x, PieceObserver* observer = nullptr) {
   for (const Piece& p : pieces) {
     if (observer) observer->before(p.key);
-    x = run_piece(p.recompute, p.fn, x, p.params);
+    x = run_one(p, x);
     if (observer) observer->after(p.key, PieceOutput{x.sizes().vec(), int64_t(x.element_size())});
   }
   return x;

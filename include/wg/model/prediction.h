@@ -39,7 +39,7 @@ class TargetTokenEngineImpl : public torch::nn::Module {
   explicit TargetTokenEngineImpl(const DecoderOptions& options);
   // The block pieces: e [P, E] -> [P, E]. latent [K, D_g]: each cell's 9
   // neighbourhood tokens; coords [P, 105 + G] (AdaLayerNorm's aux).
-  void add_pieces(std::vector<Piece>& pieces, const std::vector<bool>& recompute, size_t first,
+  void add_pieces(std::vector<Piece>& pieces, const std::vector<PieceMode>& modes, size_t first,
                   const torch::Tensor& latent, const torch::Tensor& coords, const VarlenSegments& to_latent,
                   const VarlenSegments& within_cells);
   std::vector<PieceKey> block_keys() const;

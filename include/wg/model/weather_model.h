@@ -78,7 +78,7 @@ class WeatherModelImpl : public torch::nn::Module {
   std::vector<TargetTokenEngine> decoders_;
   std::vector<EnsPredictionHead> heads_;
   std::vector<PieceKey> pred_keys_;     // all streams' pred pieces, forward order
-  std::vector<bool> pred_recompute_;
+  std::vector<PieceMode> pred_modes_;
   PieceObserver* observer_ = nullptr;
 };
 TORCH_MODULE(WeatherModel);

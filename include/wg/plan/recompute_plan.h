@@ -8,7 +8,9 @@
 // (model_pieces); how the sections' settings select them is resolve_plan:
 //   none       nothing
 //   full       every piece of the section
-//   selective  the attention pieces (the largest activations, cheap to redo)
+//   selective  every block piece lean: its projections' inputs and outputs
+//              kept, its norms, activations and attention probabilities
+//              recomputed in backward (no product is run again)
 //   every_n    blocks 0, n, 2n, ... (all their pieces)
 //   blocks     these blocks (all their pieces), on top of the mode
 // A section without block pieces counts as one block, block 0, made of its
@@ -17,6 +19,7 @@
 // recomputed by `full` only.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,13 @@
 #include "wg/plan/piece_key.h"
 
 namespace wg {
+
+// What a piece keeps for backward: all its activations (Keep); only the
+// inputs and outputs of its matrix products, with norms, activations and
+// attention probabilities recomputed from them in backward (Lean); or only
+// its input, the whole piece run again in backward (Recompute).
+enum class PieceMode : uint8_t { Keep, Lean, Recompute };
+const char* piece_mode_name(PieceMode mode);  // "no", "lean", "yes" (the plan table's words)
 
 class RecomputePlan {
  public:
@@ -33,25 +43,32 @@ class RecomputePlan {
 
   const std::vector<PieceKey>& pieces() const { return pieces_; }  // forward order
   size_t size() const { return pieces_.size(); }
-  bool recomputed(size_t i) const { return on_.at(i); }
-  void set(size_t i, bool recompute) { on_.at(i) = recompute; }
+  // Whether piece i is run again in backward (PieceMode::Recompute).
+  bool recomputed(size_t i) const { return mode_.at(i) == PieceMode::Recompute; }
+  PieceMode mode(size_t i) const { return mode_.at(i); }
+  // true: Recompute; false: Keep.
+  void set(size_t i, bool recompute) { mode_.at(i) = recompute ? PieceMode::Recompute : PieceMode::Keep; }
+  void set_mode(size_t i, PieceMode mode) { mode_.at(i) = mode; }
   // By key; throw std::out_of_range naming the key when the plan has no such piece.
   bool get(const PieceKey& key) const;
+  PieceMode mode(const PieceKey& key) const;
   void set(const PieceKey& key, bool recompute);
 
   int pieces_total() const { return int(pieces_.size()); }
   int pieces_recomputed() const;
-  // One row per piece ("section  piece  recompute"), then a count. Logged at start.
+  int pieces_lean() const;
+  // One row per piece ("section  piece  recompute": yes, lean or no), then a count. Logged at start.
   std::string table() const;
-  // Recomputed / all pieces per section, e.g. "embed 7/7 latent 0/4 pred 0/1".
+  // Recomputed / all pieces per section, e.g. "embed 7/7 latent 0/4 pred 0/1",
+  // with the lean ones where there are any ("ae_local 0/4 (4 lean)").
   std::string summary() const;
 
-  bool operator==(const RecomputePlan& o) const { return pieces_ == o.pieces_ && on_ == o.on_; }
+  bool operator==(const RecomputePlan& o) const { return pieces_ == o.pieces_ && mode_ == o.mode_; }
 
  private:
   size_t index_of(const PieceKey& key) const;
   std::vector<PieceKey> pieces_;
-  std::vector<bool> on_;
+  std::vector<PieceMode> mode_;
 };
 
 // The model's pieces for `config`, in forward order: per stream with source

@@ -1,0 +1,36 @@
+// Matrix products that can keep only their inputs (Saving::Lean): the
+// building block of the `selective` recomputation mode.
+//
+// fused_linear computes pre(x) · cat(W_i)ᵀ + cat(b_i): one product for
+// several weights that read the same input (q, k and v; k and v), while
+// the weights stay separate parameters with their own state_dict names.
+// `pre` is what runs between the kept input and the product (a norm, GELU
+// and dropout): with Saving::All it runs under autograd and its output is
+// kept, as a plain module would; with Saving::Lean only x is kept and
+// backward runs pre(x) again (with the random generators as at the first
+// run, so dropout draws the same mask). Either way backward takes the
+// product's gradients with the same two products, so the gradients of
+// All and Lean are bit-identical.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <vector>
+
+#include "wg/model/saving.h"
+
+namespace wg {
+
+struct Prelude {
+  std::function<torch::Tensor(const torch::Tensor&)> fn;  // empty: the identity
+  std::vector<torch::Tensor> params;                      // tensors fn reads that need gradients
+  bool draws_random = false;                              // fn draws random numbers (dropout in training)
+};
+
+// x [..., in] -> [..., sum of the weights' rows]; weights [out_i, in];
+// biases empty or one [out_i] per weight.
+torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
+                           const std::vector<torch::Tensor>& biases, Saving saving);
+
+}  // namespace wg

@@ -1,0 +1,148 @@
+// fused_linear (see header).
+//
+// Invariants of FusedLinearFunction:
+// - its inputs are one list: x (or pre(x) when pre ran outside, under
+//   autograd), pre's tensors, the weights, the biases; the gradients come
+//   back in that order after one empty slot for the holder;
+// - it keeps x and the weights (and, lean, pre's tensors); never the
+//   product's output, never pre(x) when lean;
+// - backward: dW = Gᵀ·h and db = ΣG over rows, dh = G·W; lean, h is pre(x)
+//   run again under autograd and dh goes back through it with
+//   autograd::grad.
+#include "wg/model/lean_ops.h"
+
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "wg/util/generator_state.h"
+
+namespace wg {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct Layout : torch::CustomClassHolder {
+  Prelude pre;
+  bool lean = false;
+  size_t num_pre = 0, num_weights = 0, num_biases = 0;
+  std::vector<int64_t> rows;  // output rows of each weight
+  std::vector<GeneratorStates> first_run;  // lean with a random pre: the states before it ran (0 or 1)
+};
+
+torch::Tensor cat_or_one(const std::vector<torch::Tensor>& t) { return t.size() == 1 ? t[0] : torch::cat(t, 0); }
+
+struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Layout>& layout, at::TensorList inputs) {
+    const Layout& l = *layout;
+    const torch::Tensor& x = inputs[0];
+    const size_t w0 = 1 + l.num_pre, b0 = w0 + l.num_weights;
+    const std::vector<torch::Tensor> weights(inputs.begin() + long(w0), inputs.begin() + long(b0));
+    const std::vector<torch::Tensor> biases(inputs.begin() + long(b0), inputs.end());
+    torch::Tensor h = x;
+    if (l.lean && l.pre.fn) {
+      if (l.pre.draws_random) layout->first_run.push_back(GeneratorStates::capture(x.device()));
+      h = l.pre.fn(x);
+    }
+    const torch::Tensor y = torch::linear(h, cat_or_one(weights), biases.empty() ? torch::Tensor() : cat_or_one(biases));
+    variable_list keep{x};
+    if (l.lean) keep.insert(keep.end(), inputs.begin() + 1, inputs.begin() + long(w0));
+    keep.insert(keep.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(keep);
+    ctx->saved_data["layout"] = c10::IValue::make_capsule(layout);
+    ctx->saved_data["x_requires_grad"] = x.requires_grad();
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto layout = c10::static_intrusive_pointer_cast<Layout>(ctx->saved_data["layout"].toCapsule());
+    const Layout& l = *layout;
+    const variable_list saved = ctx->get_saved_variables();
+    const size_t kept_pre = l.lean ? l.num_pre : 0;
+    const std::vector<torch::Tensor> pre_params(saved.begin() + 1, saved.begin() + 1 + long(kept_pre));
+    const std::vector<torch::Tensor> weights(saved.begin() + 1 + long(kept_pre), saved.end());
+    const bool x_requires_grad = ctx->saved_data["x_requires_grad"].toBool();
+
+    // h: the product's input, kept or run again.
+    torch::Tensor x = saved[0], h = x;
+    if (l.lean && l.pre.fn) {
+      x = saved[0].detach();
+      if (x_requires_grad) x.requires_grad_(true);
+      const GeneratorStatesGuard put_back(x.device());
+      if (!l.first_run.empty()) l.first_run.front().restore();
+      torch::autograd::AutoGradMode grad_on(true);
+      h = l.pre.fn(x);
+    }
+    const int64_t out = grads[0].size(-1), in = h.size(-1);
+    const torch::Tensor G = grads[0].reshape({-1, out});
+    const torch::Tensor H = h.detach().reshape({-1, in});
+
+    const size_t w0 = 1 + l.num_pre, b0 = w0 + l.num_weights;
+    variable_list result(1 + b0 + l.num_biases);  // the holder's slot, x, pre's tensors, weights, biases
+    const auto rows_of = [&](const torch::Tensor& t) { return t.split_with_sizes(l.rows, 0); };
+    const torch::Tensor dW = G.t().mm(H);
+    const auto dWs = rows_of(dW);
+    for (size_t i = 0; i < l.num_weights; ++i) result[1 + w0 + i] = dWs[i];
+    if (l.num_biases > 0) {
+      const auto dbs = rows_of(G.sum(0));
+      for (size_t i = 0; i < l.num_biases; ++i) result[1 + b0 + i] = dbs[i];
+    }
+
+    bool wants_dh = x_requires_grad;
+    for (const torch::Tensor& p : pre_params) wants_dh = wants_dh || p.requires_grad();
+    if (!wants_dh) return result;
+    const torch::Tensor dH = G.mm(cat_or_one(weights)).view(h.sizes());
+    if (!(l.lean && l.pre.fn)) {
+      result[1] = dH;
+      return result;
+    }
+    variable_list wrt;
+    std::vector<size_t> slot;
+    if (x_requires_grad) {
+      wrt.push_back(x);
+      slot.push_back(1);
+    }
+    for (size_t i = 0; i < pre_params.size(); ++i)
+      if (pre_params[i].requires_grad()) {
+        wrt.push_back(pre_params[i]);
+        slot.push_back(2 + i);
+      }
+    if (!h.requires_grad()) return result;
+    const variable_list d = torch::autograd::grad({h}, wrt, {dH}, /*retain_graph=*/false, /*create_graph=*/false,
+                                                  /*allow_unused=*/true);
+    for (size_t i = 0; i < d.size(); ++i) result[slot[i]] = d[i];
+    return result;
+  }
+};
+
+}  // namespace
+
+torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
+                           const std::vector<torch::Tensor>& biases, Saving saving) {
+  TORCH_CHECK(!weights.empty(), "fused_linear: no weights");
+  TORCH_CHECK(biases.empty() || biases.size() == weights.size(), "fused_linear: ", biases.size(), " biases for ",
+              weights.size(), " weights");
+  auto layout = c10::make_intrusive<Layout>();
+  layout->lean = saving == Saving::Lean && bool(pre.fn);
+  layout->num_weights = weights.size();
+  layout->num_biases = biases.size();
+  for (const torch::Tensor& w : weights) layout->rows.push_back(w.size(0));
+  std::vector<torch::Tensor> inputs;
+  if (layout->lean) {
+    layout->pre = pre;
+    layout->num_pre = pre.params.size();
+    inputs.push_back(x);
+    inputs.insert(inputs.end(), pre.params.begin(), pre.params.end());
+  } else {
+    inputs.push_back(pre.fn ? pre.fn(x) : x);  // pre under autograd: its output kept, as a plain module's
+  }
+  inputs.insert(inputs.end(), weights.begin(), weights.end());
+  inputs.insert(inputs.end(), biases.begin(), biases.end());
+  if (!at::GradMode::is_enabled()) {  // no graph: the plain product
+    const torch::Tensor h = layout->lean ? pre.fn(x) : inputs[0];
+    return torch::linear(h, cat_or_one(weights), biases.empty() ? torch::Tensor() : cat_or_one(biases));
+  }
+  return FusedLinearFunction::apply(layout, at::TensorList(inputs));  // a TensorList: each one an input of the graph
+}
+
+}  // namespace wg
