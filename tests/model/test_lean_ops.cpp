@@ -1,0 +1,168 @@
+// Saving::Lean (wg/model/lean_ops.h, the q/k norm inside the attention
+// kernel, the attention and MLP layers): bit-identical outputs and
+// gradients to Saving::All, with and without dropout; fused_linear equal to
+// separate plain products; and what a lean layer keeps after its forward.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <vector>
+
+#include "wg/model/attention.h"
+#include "wg/model/attention_core.h"
+#include "wg/model/lean_ops.h"
+#include "wg/model/mlp.h"
+#include "wg/util/memory.h"
+
+namespace wg {
+namespace {
+
+// The output and the gradients of every leaf after backward of sum(out · seed).
+std::vector<torch::Tensor> output_and_grads(const torch::Tensor& out, const std::vector<torch::Tensor>& leaves,
+                                            const torch::Tensor& seed) {
+  (out * seed).sum().backward();
+  std::vector<torch::Tensor> r{out.detach().clone()};
+  for (const auto& l : leaves) r.push_back(l.grad().defined() ? l.grad().clone() : torch::Tensor());
+  return r;
+}
+
+void expect_bit_identical(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].defined(), b[i].defined()) << "tensor " << i;
+    if (a[i].defined()) EXPECT_TRUE(torch::equal(a[i], b[i])) << "tensor " << i << " (0: the output)";
+  }
+}
+
+struct Leaves {
+  torch::Tensor x, ln_w, ln_b, w1, w2, w3, b1, b2, b3;
+  std::vector<torch::Tensor> all() const { return {x, ln_w, ln_b, w1, w2, w3, b1, b2, b3}; }
+  void zero() {
+    for (auto& t : all()) t.mutable_grad() = torch::Tensor();
+  }
+};
+
+Leaves leaves(torch::ScalarType dtype) {
+  torch::manual_seed(5);
+  const auto leaf = [&](std::vector<int64_t> shape) {
+    return torch::randn(shape, torch::TensorOptions().dtype(dtype)).requires_grad_(true);
+  };
+  return {leaf({3, 7, 16}), leaf({16}), leaf({16}), leaf({8, 16}), leaf({12, 16}), leaf({8, 16}),
+          leaf({8}),        leaf({12}), leaf({8})};
+}
+
+Prelude affine_norm(const Leaves& l) {
+  Prelude pre;
+  pre.fn = [w = l.ln_w, b = l.ln_b](const torch::Tensor& t) { return torch::layer_norm(t, {t.size(-1)}, w, b, 1e-5); };
+  pre.params = {l.ln_w, l.ln_b};
+  return pre;
+}
+
+TEST(LeanOps, FusedLinearEqualsSeparateProducts) {
+  Leaves l = leaves(torch::kFloat64);
+  const torch::Tensor seed = torch::randn({3, 7, 28}, torch::kFloat64);
+  for (const Saving saving : {Saving::All, Saving::Lean}) {
+    SCOPED_TRACE(saving == Saving::Lean ? "lean" : "all");
+    l.zero();
+    const auto got = output_and_grads(fused_linear(l.x, affine_norm(l), {l.w1, l.w2, l.w3}, {l.b1, l.b2, l.b3}, saving),
+                                      l.all(), seed);
+    l.zero();
+    const torch::Tensor h = affine_norm(l).fn(l.x);
+    const torch::Tensor plain =
+        torch::cat({torch::linear(h, l.w1, l.b1), torch::linear(h, l.w2, l.b2), torch::linear(h, l.w3, l.b3)}, -1);
+    const auto want = output_and_grads(plain, l.all(), seed);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-12, 1e-12)) << "tensor " << i;
+  }
+}
+
+TEST(LeanOps, LeanIsBitIdenticalToAllWithADropoutPrelude) {
+  Leaves l = leaves(torch::kFloat32);
+  const torch::Tensor seed = torch::randn({3, 7, 12});
+  Prelude act;  // the MLP's GELU and dropout, as in training
+  act.fn = [](const torch::Tensor& t) { return torch::dropout(torch::gelu(t), 0.3, true); };
+  act.draws_random = true;
+  const torch::Tensor w_out = torch::randn({12, 8}).requires_grad_(true);
+  std::vector<torch::Tensor> wrt = l.all();
+  wrt.push_back(w_out);
+  std::vector<std::vector<torch::Tensor>> runs;
+  for (const Saving saving : {Saving::All, Saving::Lean}) {
+    l.zero();
+    w_out.mutable_grad() = torch::Tensor();
+    torch::manual_seed(42);  // the same masks in forward
+    const torch::Tensor u = fused_linear(l.x, affine_norm(l), {l.w1}, {l.b1}, saving);
+    const torch::Tensor y = fused_linear(u, act, {w_out}, {l.b2}, saving);
+    torch::randn({100});  // draws between forward and backward do not change the replayed mask
+    runs.push_back(output_and_grads(y, wrt, seed));
+  }
+  expect_bit_identical(runs[0], runs[1]);
+  EXPECT_GT(runs[0][1].abs().sum().item<double>(), 0.0);  // gradients reached x
+}
+
+TEST(LeanOps, QkNormInsideTheKernelIsBitIdentical) {
+  torch::manual_seed(9);
+  const auto leaf = [](std::vector<int64_t> s) { return torch::randn(s).requires_grad_(true); };
+  const VarlenSegments seg = VarlenSegments::from_lengths({3, 0, 5, 1, 5}, {4, 2, 5, 1, 5}, torch::kCPU);
+  const torch::Tensor q = leaf({14, 2, 8}), k = leaf({17, 2, 8}), v = leaf({17, 2, 8});
+  const torch::Tensor qd = leaf({2, 10, 2, 8}), kd = leaf({2, 10, 2, 8}), vd = leaf({2, 10, 2, 8});
+  using Attend = std::function<torch::Tensor(const QkNorm&)>;
+  const std::vector<std::pair<const char*, Attend>> cases = {
+      {"varlen", [&](const QkNorm& n) { return varlen_attention(q, k, v, seg, 0.0, true, n); }},
+      {"dense", [&](const QkNorm& n) { return dense_attention(qd, kd, vd, 0.0, true, n); }},
+      {"block-local", [&](const QkNorm& n) { return block_local_attention(qd, kd, vd, 4, n); }},
+  };
+  for (const auto& [name, attend] : cases) {
+    SCOPED_TRACE(name);
+    std::vector<std::vector<torch::Tensor>> runs;
+    for (const bool lean : {false, true}) {
+      for (auto t : {q, k, v, qd, kd, vd}) t.mutable_grad() = torch::Tensor();
+      const torch::Tensor out = attend(QkNorm{1e-5, lean});
+      runs.push_back(output_and_grads(out, {q, k, v, qd, kd, vd}, torch::ones_like(out)));
+    }
+    expect_bit_identical(runs[0], runs[1]);
+  }
+}
+
+// Bytes a layer's forward leaves allocated (its output and what backward needs).
+int64_t kept_by_forward(const std::function<torch::Tensor()>& forward) {
+  const int64_t before = memory_snapshot("cpu").current_bytes;
+  const torch::Tensor out = forward();
+  return memory_snapshot("cpu").current_bytes - before;
+}
+
+TEST(LeanOps, LeanLayersKeepAboutHalf) {
+  install_counting_allocator();
+  torch::manual_seed(1);
+  const int64_t d = 64, rows = 512;
+  MlpOptions mo;
+  mo.dim_in = d;
+  mo.hidden_factor = 4;
+  Mlp mlp(mo);
+  AttentionOptions ao;
+  ao.dim = d;
+  ao.num_heads = 4;
+  SelfAttention attn(ao);
+  const VarlenSegments cells = VarlenSegments::from_lengths(std::vector<int64_t>(rows / 8, 8),
+                                                            std::vector<int64_t>(rows / 8, 8), torch::kCPU);
+  const torch::Tensor x = torch::randn({rows, d}).requires_grad_(true);
+  const int64_t unit = rows * d * 4;  // one [rows, d] float tensor
+  for (const Saving s : {Saving::All, Saving::Lean}) {
+    // MLP (f = 4): all keeps norm(x), the hidden pre- and post-activation and the output: 10 units; lean 5.
+    // Attention: the norm, q k v, normed q k, the core's output and the output: 8 units (and the
+    // log-sum-exp); lean 5.
+    const int64_t m = kept_by_forward([&] { return mlp->forward(x, {}, s); });
+    const int64_t a = kept_by_forward([&] { return attn->forward_varlen(x, cells, {}, s); });
+    const double mu = double(m) / unit, au = double(a) / unit;
+    std::cout << (s == Saving::Lean ? "lean" : "all ") << ": mlp " << mu << " attention " << au << " units\n";
+    if (s == Saving::All) {
+      EXPECT_GE(mu, 10.0);
+      EXPECT_GE(au, 8.0);
+    } else {
+      EXPECT_LT(mu, 5.1);
+      EXPECT_LT(au, 5.2);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace wg
