@@ -26,7 +26,7 @@
 //   bench_vs_pytorch [--config F]... [--set K=V]... [--threads 2] [--rounds 3] [--warmup 2] [--steps 10]
 //                    [--batches 4] [--profiled-steps 2] [--parity-steps 4] [--side both|cpp|twin]
 //                    [--modes none,full,selective,every_n=2]
-//                    [--breakdown] [--out bench/results/vs_pytorch.json] [--no-plot]
+//                    [--breakdown] [--trace FILE] [--out bench/results/vs_pytorch.json] [--no-plot]
 #include <spdlog/spdlog.h>
 
 #include <limits>
@@ -62,6 +62,8 @@
 #include "wg/util/peak_flops.h"
 #include "wg/util/threads.h"
 #include "wg/util/units.h"
+
+#include <torch/csrc/autograd/profiler_legacy.h>
 
 using namespace wg;
 namespace fs = std::filesystem;
@@ -206,7 +208,7 @@ int main(int argc, char** argv) {
   bench::add_config_options(app, sources);
   int threads = 2, rounds = 3, warmup = 2, steps = 10, num_batches = 4, profiled = 2, parity_steps = 4;
   bool no_plot = false, breakdown = false;
-  std::string out = "bench/results/vs_pytorch.json", side = "both";
+  std::string out = "bench/results/vs_pytorch.json", side = "both", trace;
   std::vector<std::string> mode_names;
   for (const Mode& m : kAllModes) mode_names.push_back(m.name);
   app.add_option("--threads", threads, "intra-op threads of both sides (BLAS: 1)")->capture_default_str();
@@ -227,6 +229,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--out", out, "JSON results")->capture_default_str();
   app.add_flag("--breakdown", breakdown, "also time the C++ step's phases per mode (a separate run)");
+  app.add_option("--trace", trace, "also write a chrome trace (LibTorch's profiler) of 5 C++ steps of the first mode");
   app.add_flag("--no-plot", no_plot, "skip the plot");
   bench::parse_or_exit(app, argc, argv);
   bench::default_config(sources);
@@ -415,6 +418,17 @@ int main(int argc, char** argv) {
   std::vector<json> cpp_phase(nm);
   if (breakdown && run_cpp_side)
     for (size_t i = 0; i < nm; ++i) cpp_phase[i] = cpp_phases(base, kModes[i], batches, weights, warmup, steps * rounds);
+  if (!trace.empty() && run_cpp_side) {  // the first mode: 3 steps to warm up, then 5 traced
+    const Mode& m = kModes[0];
+    Trainer t(base, Dataset(base, 0, 1), resolve_plan(bench::with_mode(base, m.mode, m.every_n)), torch::kCPU);
+    load_params(t, weights);
+    for (int k = 0; k < 3; ++k) t.step_on(batches[size_t(k) % batches.size()], k);
+    {
+      const torch::autograd::profiler::RecordProfile profile(trace);
+      for (int k = 3; k < 8; ++k) t.step_on(batches[size_t(k) % batches.size()], k);
+    }
+    std::cout << "wrote " << trace << " (chrome trace of 5 C++ steps, mode " << m.name << ")\n";
+  }
 
   // ---- report
   sgemm.push_back(measured_matmul_flops("cpu", 1024, 5, false));

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "wg/model/attention_core.h"
+#include "wg/util/blas.h"
 
 namespace wg {
 namespace {
@@ -156,6 +157,32 @@ TEST(AttentionCore, DropoutBackwardDrawsTheForwardsMasks) {
       const torch::Tensor& analytic = which == 0 ? grads.dq : which == 1 ? grads.dk : grads.dv;
       EXPECT_NEAR(analytic.view(-1)[flat].item<double>(), numeric, 1e-7) << "tensor " << which << " element " << flat;
     }
+}
+
+
+// The kernel's small products (wg/util/blas.h) against ATen's bmm, every
+// transposition, float and double.
+TEST(AttentionCore, BatchedGemmEqualsBmm) {
+  ASSERT_TRUE(blas_available());
+  torch::manual_seed(4);
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        SCOPED_TRACE(std::string(dtype == torch::kFloat64 ? "double" : "float") + (ta ? " Aᵀ" : " A") + (tb ? " Bᵀ" : " B"));
+        const int64_t batch = 3, m = 5, n = 4, k = 7;
+        const auto o = torch::TensorOptions().dtype(dtype);
+        const torch::Tensor a = ta ? torch::randn({batch, k, m}, o) : torch::randn({batch, m, k}, o);
+        const torch::Tensor b = tb ? torch::randn({batch, n, k}, o) : torch::randn({batch, k, n}, o);
+        torch::Tensor c = torch::randn({batch, m, n}, o);
+        const torch::Tensor want =
+            0.5 * c + 2.0 * torch::bmm(ta ? a.transpose(1, 2) : a, tb ? b.transpose(1, 2) : b);
+        if (dtype == torch::kFloat64)
+          batched_gemm(ta, tb, batch, m, n, k, 2.0, a.data_ptr<double>(), b.data_ptr<double>(), 0.5, c.data_ptr<double>());
+        else
+          batched_gemm(ta, tb, batch, m, n, k, 2.0f, a.data_ptr<float>(), b.data_ptr<float>(), 0.5f, c.data_ptr<float>());
+        EXPECT_TRUE(torch::allclose(c, want, 1e-5, 1e-5)) << (c - want).abs().max().item<double>();
+      }
+  }
 }
 
 }  // namespace
