@@ -19,21 +19,12 @@ SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& options) : o_(optio
   proj_out = register_module("proj_out", lin(o_.dim, o_.dim));
 }
 
-Prelude SelfAttentionImpl::pre_norm(const torch::Tensor& aux) const {
-  Prelude pre;
-  if (lnorm_) {
-    AdaLayerNorm norm = lnorm_;
-    pre.fn = [norm, aux](const torch::Tensor& x) mutable { return norm(x, aux); };
-    pre.params = lnorm_->parameters();
-    if (aux.defined() && aux.requires_grad()) pre.params.push_back(aux);
-  } else {
-    pre.fn = [eps = o_.norm_eps](const torch::Tensor& x) { return plain_layer_norm(x, eps); };
-  }
-  return pre;
+Prelude SelfAttentionImpl::pre_norm(const torch::Tensor& aux, Saving saving) {
+  return lnorm_ ? lnorm_->prelude(aux, saving) : layer_norm_prelude(o_.norm_eps);
 }
 
 std::array<torch::Tensor, 3> SelfAttentionImpl::qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
-  const torch::Tensor y = fused_linear(x, pre_norm(aux), {proj_heads_q->weight, proj_heads_k->weight, proj_heads_v->weight},
+  const torch::Tensor y = fused_linear(x, pre_norm(aux, saving), {proj_heads_q->weight, proj_heads_k->weight, proj_heads_v->weight},
                                        {}, saving);  // [..., 3·H·dh]
   const int64_t inner = o_.num_heads * o_.dim_head;
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
@@ -92,16 +83,8 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
                                           const torch::Tensor& aux, Saving saving) {
   const int64_t H = o_.num_heads, dh = o_.dim_head, inner = H * dh;
   const double eps = o_.norm_eps;
-  Prelude pre_q, pre_kv;
-  pre_kv.fn = [eps](const torch::Tensor& x) { return plain_layer_norm(x, eps); };
-  if (lnorm_in_q_ada_) {
-    AdaLayerNorm norm = lnorm_in_q_ada_;
-    pre_q.fn = [norm, aux](const torch::Tensor& x) mutable { return norm(x, aux); };
-    pre_q.params = lnorm_in_q_ada_->parameters();
-    if (aux.defined() && aux.requires_grad()) pre_q.params.push_back(aux);
-  } else {
-    pre_q.fn = pre_kv.fn;
-  }
+  const Prelude pre_kv = layer_norm_prelude(eps);
+  const Prelude pre_q = lnorm_in_q_ada_ ? lnorm_in_q_ada_->prelude(aux, saving) : pre_kv;
   const torch::Tensor kv = fused_linear(x_kv, pre_kv, {proj_heads_k->weight, proj_heads_v->weight}, {}, saving);
   const torch::Tensor k = kv.narrow(-1, 0, inner).view({-1, H, dh}), v = kv.narrow(-1, inner, inner).view({-1, H, dh});
   const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, saving == Saving::Lean};

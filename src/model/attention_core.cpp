@@ -22,7 +22,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
-#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/version.h>
 
@@ -266,15 +265,14 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor &v = saved[2], &out = saved[3], &lse = saved[4];
     const double qk_norm_eps = ctx->saved_data["qk_norm_eps"].toDouble();
-    torch::Tensor q = saved[0], k = saved[1], q_rows, k_rows, q_normed, k_normed;
-    if (qk_norm_eps > 0) {  // the norms of q and k again, under autograd, for their backward below
-      q_rows = saved[0].detach().requires_grad_(true);
-      k_rows = saved[1].detach().requires_grad_(true);
-      torch::autograd::AutoGradMode grad_on(true);
-      q_normed = plain_layer_norm(q_rows, qk_norm_eps);
-      k_normed = plain_layer_norm(k_rows, qk_norm_eps);
-      q = q_normed.detach();
-      k = k_normed.detach();
+    // The norms of q and k again (kernel and stats as torch::layer_norm and its backward use them).
+    const auto norm_again = [&](const torch::Tensor& rows) {
+      return at::native_layer_norm(rows, {rows.size(-1)}, {}, {}, qk_norm_eps);
+    };
+    torch::Tensor q = saved[0], k = saved[1], q_mean, q_rstd, k_mean, k_rstd;
+    if (qk_norm_eps > 0) {
+      std::tie(q, q_mean, q_rstd) = norm_again(saved[0]);
+      std::tie(k, k_mean, k_rstd) = norm_again(saved[1]);
     }
     const auto problems = c10::static_intrusive_pointer_cast<Problems>(ctx->saved_data["problems"].toCapsule());
     const double dropout = ctx->saved_data["dropout"].toDouble();
@@ -312,10 +310,14 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
       scatter(dq, pr.q_rows, dQ, pr.n, pr.lq);
       scatter(dk, pr.k_rows, dK, pr.n, pr.lk);
     });
-    if (qk_norm_eps > 0) {
-      const variable_list d = torch::autograd::grad({q_normed, k_normed}, {q_rows, k_rows}, {dq, dk});
-      dq = d[0];
-      dk = d[1];
+    if (qk_norm_eps > 0) {  // back through the norms
+      const auto norm_backward = [&](const torch::Tensor& d, const torch::Tensor& rows, const torch::Tensor& mean,
+                                     const torch::Tensor& rstd) {
+        return std::get<0>(
+            at::native_layer_norm_backward(d, rows, {rows.size(-1)}, mean, rstd, {}, {}, {true, false, false}));
+      };
+      dq = norm_backward(dq, saved[0], q_mean, q_rstd);
+      dk = norm_backward(dk, saved[1], k_mean, k_rstd);
     }
     return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

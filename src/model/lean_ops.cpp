@@ -7,8 +7,10 @@
 // - it keeps x and the weights (and, lean, pre's tensors); never the
 //   product's output, never pre(x) when lean;
 // - backward: dW = Gᵀ·h and db = ΣG over rows, dh = G·W; lean, h is pre(x)
-//   run again under autograd and dh goes back through it with
-//   autograd::grad.
+//   run again: by pre's rerun, whose vjp takes dh back to x and pre's
+//   tensors with the kernels autograd would call, or, for a pre without
+//   one (dropout that draws), under autograd with the generators as at the
+//   first run, and dh goes back through it with autograd::grad.
 #include "wg/model/lean_ops.h"
 
 #include <torch/csrc/autograd/autograd.h>
@@ -63,9 +65,13 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     const std::vector<torch::Tensor> weights(saved.begin() + 1 + long(kept_pre), saved.end());
     const bool x_requires_grad = ctx->saved_data["x_requires_grad"].toBool();
 
-    // h: the product's input, kept or run again.
+    // h: the product's input, kept or run again (by pre's own rerun, or under autograd).
     torch::Tensor x = saved[0], h = x;
-    if (l.lean && l.pre.fn) {
+    PreludeRun rerun;
+    if (l.lean && l.pre.rerun) {
+      rerun = l.pre.rerun(saved[0].detach());
+      h = rerun.h;
+    } else if (l.lean && l.pre.fn) {
       x = saved[0].detach();
       if (x_requires_grad) x.requires_grad_(true);
       const GeneratorStatesGuard put_back(x.device());
@@ -96,6 +102,13 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
       result[1] = dH;
       return result;
     }
+    if (rerun.vjp) {
+      const std::vector<torch::Tensor> d = rerun.vjp(dH);
+      if (x_requires_grad) result[1] = d[0];
+      for (size_t i = 0; i < pre_params.size(); ++i)
+        if (pre_params[i].requires_grad()) result[2 + i] = d[1 + i];
+      return result;
+    }
     variable_list wrt;
     std::vector<size_t> slot;
     if (x_requires_grad) {
@@ -115,7 +128,82 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
   }
 };
 
+// LN over the last dimension as torch::layer_norm runs it, with the stats its backward reads.
+struct NormRun {
+  torch::Tensor out, mean, rstd;
+};
+NormRun run_layer_norm(const torch::Tensor& x, double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
+  auto [out, mean, rstd] = at::native_layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  return {out, mean, rstd};
+}
+
 }  // namespace
+
+Prelude layer_norm_prelude(double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
+  Prelude pre;
+  pre.fn = [eps, weight, bias](const torch::Tensor& x) { return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps); };
+  if (weight.defined()) pre.params = {weight, bias};
+  pre.rerun = [eps, weight, bias](const torch::Tensor& x) {
+    const NormRun n = run_layer_norm(x, eps, weight, bias);
+    return PreludeRun{n.out, [eps, weight, bias, x, n](const torch::Tensor& dh) {
+                        // NativeLayerNormBackward0's call: the same kernel, the same mask
+                        const bool affine = weight.defined();
+                        auto [dx, dw, db] = at::native_layer_norm_backward(
+                            dh, x, {x.size(-1)}, n.mean, n.rstd, weight, bias,
+                            {true, affine && weight.requires_grad(), affine && bias.requires_grad()});
+                        return affine ? std::vector<torch::Tensor>{dx, dw, db} : std::vector<torch::Tensor>{dx};
+                      }};
+  };
+  return pre;
+}
+
+Prelude modulated_norm_prelude(double eps, const torch::Tensor& scale, const torch::Tensor& shift) {
+  Prelude pre;
+  pre.fn = [eps, scale, shift](const torch::Tensor& x) {
+    return torch::layer_norm(x, {x.size(-1)}, {}, {}, eps) * (1 + scale) + shift;
+  };
+  const bool d_scale = scale.requires_grad(), d_shift = shift.requires_grad();
+  if (d_scale) pre.params.push_back(scale);
+  if (d_shift) pre.params.push_back(shift);
+  pre.rerun = [eps, scale, shift, d_scale, d_shift](const torch::Tensor& x) {
+    const NormRun n = run_layer_norm(x, eps, {}, {});
+    const torch::Tensor t = 1 + scale;
+    return PreludeRun{n.out * t + shift, [scale, shift, d_scale, d_shift, x, n, t](const torch::Tensor& dh) {
+                        // What autograd's AddBackward0, MulBackward0 (grad · other, summed to each
+                        // operand's shape) and NativeLayerNormBackward0 compute, in that order.
+                        std::vector<torch::Tensor> d{std::get<0>(at::native_layer_norm_backward(
+                            dh * t, x, {x.size(-1)}, n.mean, n.rstd, {}, {}, {true, false, false}))};
+                        if (d_scale) d.push_back(at::sum_to(dh * n.out, scale.sizes()));
+                        if (d_shift) d.push_back(at::sum_to(dh, shift.sizes()));
+                        return d;
+                      }};
+  };
+  return pre;
+}
+
+Prelude gelu_dropout_prelude(double dropout, bool training) {
+  Prelude pre;
+  pre.fn = [dropout, training](const torch::Tensor& x) { return torch::dropout(torch::gelu(x), dropout, training); };
+  pre.draws_random = dropout > 0 && training;
+  if (!pre.draws_random)  // dropout is then the identity
+    pre.rerun = [](const torch::Tensor& x) {
+      return PreludeRun{torch::gelu(x), [x](const torch::Tensor& dh) {
+                          return std::vector<torch::Tensor>{at::gelu_backward(dh, x)};
+                        }};
+    };
+  return pre;
+}
+
+Prelude silu_prelude() {
+  Prelude pre;
+  pre.fn = [](const torch::Tensor& x) { return torch::silu(x); };
+  pre.rerun = [](const torch::Tensor& x) {
+    return PreludeRun{torch::silu(x), [x](const torch::Tensor& dh) {
+                        return std::vector<torch::Tensor>{at::silu_backward(dh, x)};
+                      }};
+  };
+  return pre;
+}
 
 torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                            const std::vector<torch::Tensor>& biases, Saving saving) {

@@ -26,21 +26,9 @@ MlpImpl::MlpImpl(const MlpOptions& o) : o_(o) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
-  Prelude norm;
-  if (ada_norm_) {
-    AdaLayerNorm ada = ada_norm_;
-    norm.fn = [ada, aux](const torch::Tensor& t) mutable { return ada(t, aux); };
-    norm.params = ada_norm_->parameters();
-    if (aux.defined() && aux.requires_grad()) norm.params.push_back(aux);
-  } else {
-    torch::nn::LayerNorm ln = norm_;
-    norm.fn = [ln](const torch::Tensor& t) mutable { return ln(t); };
-    norm.params = norm_->parameters();
-  }
-  Prelude activation;
-  torch::nn::Dropout dropout = dropout_;
-  activation.fn = [dropout](const torch::Tensor& t) mutable { return dropout(torch::gelu(t)); };
-  activation.draws_random = o_.dropout > 0 && is_training();
+  const Prelude norm = ada_norm_ ? ada_norm_->prelude(aux, saving)
+                                 : layer_norm_prelude(o_.norm_eps, norm_->weight, norm_->bias);
+  const Prelude activation = gelu_dropout_prelude(o_.dropout, is_training());
   const torch::Tensor u = fused_linear(x, norm, {l1_->weight}, {l1_->bias}, saving);
   const torch::Tensor y = fused_linear(u, activation, {l2_->weight}, {l2_->bias}, saving);
   if (!o_.with_residual) return y;

@@ -14,9 +14,19 @@ AdaLayerNormImpl::AdaLayerNormImpl(int64_t dim, int64_t dim_aux, double eps) : d
 }
 
 torch::Tensor AdaLayerNormImpl::forward(const torch::Tensor& x, const torch::Tensor& aux) {
-  const torch::Tensor z = out_(torch::silu(in_(aux)));
+  return prelude(aux, Saving::All).fn(x);
+}
+
+Prelude AdaLayerNormImpl::prelude(const torch::Tensor& aux, Saving saving) {
+  // embed_aux.0 and .1 as the second product's prelude: lean, it keeps aux
+  // (which every AdaLayerNorm of the layer reads) and runs the a -> 4a
+  // product again rather than keep its 4a-wide output.
+  Prelude embed;
+  embed.fn = [in = in_](const torch::Tensor& a) mutable { return torch::silu(in(a)); };
+  embed.params = in_->parameters();
+  const torch::Tensor z = fused_linear(aux, embed, {out_->weight}, {out_->bias}, saving);
   const auto halves = z.split(dim_, -1);  // scale, shift
-  return plain_layer_norm(x, eps_) * (1 + halves[0]) + halves[1];
+  return modulated_norm_prelude(eps_, halves[0], halves[1]);
 }
 
 }  // namespace wg

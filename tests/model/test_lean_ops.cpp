@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <torch/csrc/autograd/autograd.h>
+
 #include <functional>
 #include <vector>
 
@@ -99,6 +101,40 @@ TEST(LeanOps, LeanIsBitIdenticalToAllWithADropoutPrelude) {
   EXPECT_GT(runs[0][1].abs().sum().item<double>(), 0.0);  // gradients reached x
 }
 
+// Each prelude's rerun against its fn under autograd: the same h and the
+// same gradients of x and of every param, bit for bit.
+TEST(LeanOps, PreludeRerunsGiveAutogradsGradients) {
+  torch::manual_seed(3);
+  const auto leaf = [](std::vector<int64_t> s) { return torch::randn(s).requires_grad_(true); };
+  const torch::Tensor w = leaf({16}), b = leaf({16});
+  const torch::Tensor scale = leaf({3, 7, 16}), shift = leaf({3, 1, 16});  // shift broadcast over rows
+  const std::vector<std::pair<const char*, Prelude>> cases = {
+      {"layer norm", layer_norm_prelude(1e-5)},
+      {"affine layer norm", layer_norm_prelude(1e-5, w, b)},
+      {"modulated norm", modulated_norm_prelude(1e-6, scale, shift)},
+      {"gelu, dropout 0 in training", gelu_dropout_prelude(0.0, true)},
+      {"gelu, dropout 0.3 in evaluation", gelu_dropout_prelude(0.3, false)},
+      {"silu", silu_prelude()},
+  };
+  for (const auto& [name, pre] : cases) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(bool(pre.rerun));
+    const torch::Tensor x = leaf({3, 7, 16}), dh = torch::randn({3, 7, 16});
+    const torch::Tensor h = pre.fn(x);
+    std::vector<torch::Tensor> wrt{x};
+    wrt.insert(wrt.end(), pre.params.begin(), pre.params.end());
+    const auto want = torch::autograd::grad({h}, wrt, {dh});
+    const PreludeRun run = pre.rerun(x.detach());
+    EXPECT_TRUE(torch::equal(run.h, h.detach()));
+    const std::vector<torch::Tensor> got = run.vjp(dh);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(torch::equal(got[i], want[i])) << "gradient " << i;
+  }
+  const Prelude drawing = gelu_dropout_prelude(0.3, true);  // replayed under autograd instead
+  EXPECT_TRUE(drawing.draws_random);
+  EXPECT_FALSE(bool(drawing.rerun));
+}
+
 TEST(LeanOps, QkNormInsideTheKernelIsBitIdentical) {
   torch::manual_seed(9);
   const auto leaf = [](std::vector<int64_t> s) { return torch::randn(s).requires_grad_(true); };
@@ -121,6 +157,37 @@ TEST(LeanOps, QkNormInsideTheKernelIsBitIdentical) {
     }
     expect_bit_identical(runs[0], runs[1]);
   }
+}
+
+// AdaLayerNorm-conditioned layers (the decoder's): lean and all give the
+// same output and gradients, aux's included, bit for bit.
+TEST(LeanOps, AdaNormLayersAreBitIdenticalLeanAndAll) {
+  torch::manual_seed(12);
+  const int64_t d = 16, a = 5, rows = 24;
+  MlpOptions mo;
+  mo.dim_in = d;
+  mo.dim_aux = a;
+  Mlp mlp(mo);
+  AttentionOptions ao;
+  ao.dim = d;
+  ao.num_heads = 2;
+  ao.dim_aux = a;
+  ao.qk_norm = true;
+  SelfAttention attn(ao);
+  const VarlenSegments cells = VarlenSegments::from_lengths({5, 8, 0, 11}, {5, 8, 0, 11}, torch::kCPU);
+  const torch::Tensor x = torch::randn({rows, d}).requires_grad_(true), aux = torch::randn({rows, a}).requires_grad_(true);
+  const torch::Tensor seed = torch::randn({rows, d});
+  std::vector<torch::Tensor> wrt{x, aux};
+  for (const auto& p : mlp->parameters()) wrt.push_back(p);
+  for (const auto& p : attn->parameters()) wrt.push_back(p);
+  std::vector<std::vector<torch::Tensor>> runs;
+  for (const Saving s : {Saving::All, Saving::Lean}) {
+    for (auto& t : wrt) t.mutable_grad() = torch::Tensor();
+    const torch::Tensor y = mlp->forward(attn->forward_varlen(x, cells, aux, s), aux, s);
+    runs.push_back(output_and_grads(y, wrt, seed));
+  }
+  expect_bit_identical(runs[0], runs[1]);
+  EXPECT_GT(runs[0][2].abs().sum().item<double>(), 0.0);  // gradients reached aux
 }
 
 // Bytes a layer's forward leaves allocated (its output and what backward needs).

@@ -60,7 +60,7 @@ class SelfAttentionImpl : public torch::nn::Module {
                                Saving saving = Saving::All);
 
  private:
-  Prelude pre_norm(const torch::Tensor& aux) const;
+  Prelude pre_norm(const torch::Tensor& aux, Saving saving);
   // q, k, v [..., H, dh] (before the q/k norm) from x [..., d].
   std::array<torch::Tensor, 3> qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving);
   QkNorm qk_norm(Saving saving) const;

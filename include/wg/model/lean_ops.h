@@ -22,11 +22,35 @@
 
 namespace wg {
 
+// pre run again without a graph, and its vector-Jacobian product: dh ->
+// the gradients of x and of each of pre's params, in that order.
+struct PreludeRun {
+  torch::Tensor h;
+  std::function<std::vector<torch::Tensor>(const torch::Tensor& dh)> vjp;
+};
+
 struct Prelude {
   std::function<torch::Tensor(const torch::Tensor&)> fn;  // empty: the identity
   std::vector<torch::Tensor> params;                      // tensors fn reads that need gradients
   bool draws_random = false;                              // fn draws random numbers (dropout in training)
+  // Optional, for a prelude that draws nothing: fn with its own backward,
+  // which a lean backward runs instead of fn under autograd (no graph, no
+  // reentrant autograd::grad). It calls the kernels autograd would, so the
+  // gradients stay bit-identical (LeanOps.*).
+  std::function<PreludeRun(const torch::Tensor&)> rerun;
 };
+
+// The preludes of the model's layers, each with its rerun:
+// LN_eps(x) over the last dimension, affine when weight and bias are given
+// (then params = {weight, bias});
+Prelude layer_norm_prelude(double eps, const torch::Tensor& weight = {}, const torch::Tensor& bias = {});
+// AdaLayerNorm's LN_eps(x) · (1 + scale) + shift, scale and shift computed
+// before (params: those of them that need gradients);
+Prelude modulated_norm_prelude(double eps, const torch::Tensor& scale, const torch::Tensor& shift);
+// the MLP's dropout(GELU(x)): with a rerun only when no dropout is drawn;
+Prelude gelu_dropout_prelude(double dropout, bool training);
+// AdaLayerNorm's SiLU between its two products.
+Prelude silu_prelude();
 
 // x [..., in] -> [..., sum of the weights' rows]; weights [out_i, in];
 // biases empty or one [out_i] per weight.

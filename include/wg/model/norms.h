@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include "wg/model/lean_ops.h"
+
 namespace wg {
 
 // LN_eps(x) over the last dimension, no affine parameters.
@@ -19,6 +21,10 @@ class AdaLayerNormImpl : public torch::nn::Module {
  public:
   AdaLayerNormImpl(int64_t dim, int64_t dim_aux, double eps);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& aux);  // x [..., d], aux [..., a]
+  // The norm as the prelude of a product: embed_aux(aux) runs now (its
+  // second product keeping what `saving` says), LN · (1 + scale) + shift
+  // in the prelude, so a lean product runs no matrix product again.
+  Prelude prelude(const torch::Tensor& aux, Saving saving);
 
  private:
   int64_t dim_;
