@@ -194,17 +194,6 @@ Prelude gelu_dropout_prelude(double dropout, bool training) {
   return pre;
 }
 
-Prelude silu_prelude() {
-  Prelude pre;
-  pre.fn = [](const torch::Tensor& x) { return torch::silu(x); };
-  pre.rerun = [](const torch::Tensor& x) {
-    return PreludeRun{torch::silu(x), [x](const torch::Tensor& dh) {
-                        return std::vector<torch::Tensor>{at::silu_backward(dh, x)};
-                      }};
-  };
-  return pre;
-}
-
 torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                            const std::vector<torch::Tensor>& biases, Saving saving) {
   TORCH_CHECK(!weights.empty(), "fused_linear: no weights");

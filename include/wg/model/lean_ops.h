@@ -40,17 +40,15 @@ struct Prelude {
   std::function<PreludeRun(const torch::Tensor&)> rerun;
 };
 
-// The preludes of the model's layers, each with its rerun:
+// Preludes of the model's layers that have a rerun:
 // LN_eps(x) over the last dimension, affine when weight and bias are given
 // (then params = {weight, bias});
 Prelude layer_norm_prelude(double eps, const torch::Tensor& weight = {}, const torch::Tensor& bias = {});
 // AdaLayerNorm's LN_eps(x) · (1 + scale) + shift, scale and shift computed
 // before (params: those of them that need gradients);
 Prelude modulated_norm_prelude(double eps, const torch::Tensor& scale, const torch::Tensor& shift);
-// the MLP's dropout(GELU(x)): with a rerun only when no dropout is drawn;
+// the MLP's dropout(GELU(x)): with a rerun only when no dropout is drawn.
 Prelude gelu_dropout_prelude(double dropout, bool training);
-// AdaLayerNorm's SiLU between its two products.
-Prelude silu_prelude();
 
 // x [..., in] -> [..., sum of the weights' rows]; weights [out_i, in];
 // biases empty or one [out_i] per weight.

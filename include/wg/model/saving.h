@@ -4,8 +4,10 @@
 //   All   every activation autograd would keep;
 //   Lean  only the inputs and outputs of the matrix products: pre-norms,
 //         q/k norms, activations (GELU, its dropout) and attention
-//         probabilities are recomputed from them in backward, no product
-//         is run again (lean_ops.h). Gradients are bit-identical to All.
+//         probabilities are recomputed from them in backward, no
+//         projection is run again (lean_ops.h; AdaLayerNorm runs its
+//         first embedding product again, norms.h). Gradients are
+//         bit-identical to All.
 #pragma once
 
 namespace wg {
