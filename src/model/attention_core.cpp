@@ -152,27 +152,26 @@ torch::Tensor rows_of(const torch::Tensor& t) {
   return d.stride(2) == 1 && d.stride(1) == d.size(2) ? d : d.contiguous();
 }
 
-// c = alpha · op(a) · op(b) + beta · c per batch item ([batch, rows, cols],
+// c = alpha · op(a) · op(b) per batch item ([batch, rows, cols],
 // contiguous): straight through BLAS, as ATen's bmm pays several
 // microseconds of bookkeeping per item (wg/util/blas.h); ATen where the
 // process has no BLAS.
 void small_mm(const torch::Tensor& a_in, bool trans_a, const torch::Tensor& b_in, bool trans_b, torch::Tensor& c,
-              double alpha, double beta = 0.0) {
+              double alpha) {
   // gather's reshape is a strided view for a single sequence: BLAS reads dense batches.
   const torch::Tensor a = a_in.contiguous(), b = b_in.contiguous();
   const int64_t batch = c.size(0), m = c.size(1), n = c.size(2), k = trans_a ? a.size(1) : a.size(2);
   if (!blas_available()) {
-    const torch::Tensor r = torch::bmm(trans_a ? a.transpose(1, 2) : a, trans_b ? b.transpose(1, 2) : b).mul_(alpha);
-    if (beta == 0.0) c.copy_(r); else c.mul_(beta).add_(r);
+    c.copy_(torch::bmm(trans_a ? a.transpose(1, 2) : a, trans_b ? b.transpose(1, 2) : b).mul_(alpha));
     return;
   }
   // Seen by LibTorch's profiler as the bmm it is (its FLOP count; Flops.* check ours against it).
   RECORD_FUNCTION("aten::bmm", std::vector<c10::IValue>({trans_a ? a.transpose(1, 2) : a, trans_b ? b.transpose(1, 2) : b}));
   if (c.scalar_type() == torch::kFloat)
-    batched_gemm(trans_a, trans_b, batch, m, n, k, float(alpha), a.data_ptr<float>(), b.data_ptr<float>(), float(beta),
+    batched_gemm(trans_a, trans_b, batch, m, n, k, float(alpha), a.data_ptr<float>(), b.data_ptr<float>(), 0.0f,
                  c.data_ptr<float>());
   else
-    batched_gemm(trans_a, trans_b, batch, m, n, k, alpha, a.data_ptr<double>(), b.data_ptr<double>(), beta,
+    batched_gemm(trans_a, trans_b, batch, m, n, k, alpha, a.data_ptr<double>(), b.data_ptr<double>(), 0.0,
                  c.data_ptr<double>());
 }
 
@@ -265,14 +264,13 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     const variable_list saved = ctx->get_saved_variables();
     const torch::Tensor &v = saved[2], &out = saved[3], &lse = saved[4];
     const double qk_norm_eps = ctx->saved_data["qk_norm_eps"].toDouble();
-    // The norms of q and k again (kernel and stats as torch::layer_norm and its backward use them).
-    const auto norm_again = [&](const torch::Tensor& rows) {
-      return at::native_layer_norm(rows, {rows.size(-1)}, {}, {}, qk_norm_eps);
-    };
-    torch::Tensor q = saved[0], k = saved[1], q_mean, q_rstd, k_mean, k_rstd;
+    torch::Tensor q = saved[0], k = saved[1];
+    LayerNormRun q_norm, k_norm;  // the norms of q and k again, with the stats their backward reads
     if (qk_norm_eps > 0) {
-      std::tie(q, q_mean, q_rstd) = norm_again(saved[0]);
-      std::tie(k, k_mean, k_rstd) = norm_again(saved[1]);
+      q_norm = layer_norm_run(saved[0], qk_norm_eps);
+      k_norm = layer_norm_run(saved[1], qk_norm_eps);
+      q = q_norm.out;
+      k = k_norm.out;
     }
     const auto problems = c10::static_intrusive_pointer_cast<Problems>(ctx->saved_data["problems"].toCapsule());
     const double dropout = ctx->saved_data["dropout"].toDouble();
@@ -311,13 +309,8 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
       scatter(dk, pr.k_rows, dK, pr.n, pr.lk);
     });
     if (qk_norm_eps > 0) {  // back through the norms
-      const auto norm_backward = [&](const torch::Tensor& d, const torch::Tensor& rows, const torch::Tensor& mean,
-                                     const torch::Tensor& rstd) {
-        return std::get<0>(
-            at::native_layer_norm_backward(d, rows, {rows.size(-1)}, mean, rstd, {}, {}, {true, false, false}));
-      };
-      dq = norm_backward(dq, saved[0], q_mean, q_rstd);
-      dk = norm_backward(dk, saved[1], k_mean, k_rstd);
+      dq = plain_layer_norm_backward(dq, saved[0], q_norm);
+      dk = plain_layer_norm_backward(dk, saved[1], k_norm);
     }
     return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

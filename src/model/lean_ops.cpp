@@ -13,6 +13,8 @@
 //   first run, and dh goes back through it with autograd::grad.
 #include "wg/model/lean_ops.h"
 
+#include "wg/model/norms.h"
+
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -128,15 +130,6 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
   }
 };
 
-// LN over the last dimension as torch::layer_norm runs it, with the stats its backward reads.
-struct NormRun {
-  torch::Tensor out, mean, rstd;
-};
-NormRun run_layer_norm(const torch::Tensor& x, double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
-  auto [out, mean, rstd] = at::native_layer_norm(x, {x.size(-1)}, weight, bias, eps);
-  return {out, mean, rstd};
-}
-
 }  // namespace
 
 Prelude layer_norm_prelude(double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
@@ -144,7 +137,7 @@ Prelude layer_norm_prelude(double eps, const torch::Tensor& weight, const torch:
   pre.fn = [eps, weight, bias](const torch::Tensor& x) { return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps); };
   if (weight.defined()) pre.params = {weight, bias};
   pre.rerun = [eps, weight, bias](const torch::Tensor& x) {
-    const NormRun n = run_layer_norm(x, eps, weight, bias);
+    const LayerNormRun n = layer_norm_run(x, eps, weight, bias);
     return PreludeRun{n.out, [eps, weight, bias, x, n](const torch::Tensor& dh) {
                         // NativeLayerNormBackward0's call: the same kernel, the same mask
                         const bool affine = weight.defined();
@@ -166,13 +159,12 @@ Prelude modulated_norm_prelude(double eps, const torch::Tensor& scale, const tor
   if (d_scale) pre.params.push_back(scale);
   if (d_shift) pre.params.push_back(shift);
   pre.rerun = [eps, scale, shift, d_scale, d_shift](const torch::Tensor& x) {
-    const NormRun n = run_layer_norm(x, eps, {}, {});
+    const LayerNormRun n = layer_norm_run(x, eps);
     const torch::Tensor t = 1 + scale;
     return PreludeRun{n.out * t + shift, [scale, shift, d_scale, d_shift, x, n, t](const torch::Tensor& dh) {
                         // What autograd's AddBackward0, MulBackward0 (grad · other, summed to each
                         // operand's shape) and NativeLayerNormBackward0 compute, in that order.
-                        std::vector<torch::Tensor> d{std::get<0>(at::native_layer_norm_backward(
-                            dh * t, x, {x.size(-1)}, n.mean, n.rstd, {}, {}, {true, false, false}))};
+                        std::vector<torch::Tensor> d{plain_layer_norm_backward(dh * t, x, n)};
                         if (d_scale) d.push_back(at::sum_to(dh * n.out, scale.sizes()));
                         if (d_shift) d.push_back(at::sum_to(dh, shift.sizes()));
                         return d;

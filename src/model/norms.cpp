@@ -7,6 +7,16 @@ torch::Tensor plain_layer_norm(const torch::Tensor& x, double eps) {
   return torch::layer_norm(x, {x.size(-1)}, {}, {}, eps);
 }
 
+LayerNormRun layer_norm_run(const torch::Tensor& x, double eps, const torch::Tensor& weight,
+                            const torch::Tensor& bias) {
+  auto [out, mean, rstd] = at::native_layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  return {out, mean, rstd};
+}
+
+torch::Tensor plain_layer_norm_backward(const torch::Tensor& dy, const torch::Tensor& x, const LayerNormRun& run) {
+  return std::get<0>(at::native_layer_norm_backward(dy, x, {x.size(-1)}, run.mean, run.rstd, {}, {}, {true, false, false}));
+}
+
 AdaLayerNormImpl::AdaLayerNormImpl(int64_t dim, int64_t dim_aux, double eps) : dim_(dim), eps_(eps) {
   in_ = torch::nn::Linear(dim_aux, 4 * dim_aux);
   out_ = torch::nn::Linear(4 * dim_aux, 2 * dim);

@@ -159,7 +159,6 @@ TEST(AttentionCore, DropoutBackwardDrawsTheForwardsMasks) {
     }
 }
 
-
 // The kernel's small products (wg/util/blas.h) against ATen's bmm, every
 // transposition, float and double.
 TEST(AttentionCore, BatchedGemmEqualsBmm) {

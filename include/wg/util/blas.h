@@ -15,8 +15,8 @@ namespace wg {
 bool blas_available();
 
 // For b in [0, batch): C_b = alpha · op(A_b) · op(B_b) + beta · C_b, where
-// the operands are contiguous row-major matrices, batch_stride elements
-// apart; op(A_b) is m×k (A_b stored k×m when trans_a), op(B_b) k×n (n×k
+// each operand holds its batch of row-major matrices back to back (A_b
+// m·k elements after A_{b-1}, and so on); op(A_b) is m×k (A_b stored k×m when trans_a), op(B_b) k×n (n×k
 // when trans_b), C_b m×n. Call only when blas_available().
 void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* a, const float* b, float beta, float* c);
