@@ -1,6 +1,7 @@
 // Attention layers (see header); their cores are in attention_core.cpp.
 #include "wg/model/attention.h"
 
+#include "wg/model/dropout.h"
 #include "wg/model/lean_ops.h"
 
 namespace wg {
@@ -30,8 +31,10 @@ std::array<torch::Tensor, 3> SelfAttentionImpl::qkv(const torch::Tensor& x, cons
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
   shape.push_back(o_.num_heads);
   shape.push_back(o_.dim_head);
-  return {y.narrow(-1, 0, inner).view(shape), y.narrow(-1, inner, inner).view(shape),
-          y.narrow(-1, 2 * inner, inner).view(shape)};
+  // split, not narrow: its backward concatenates the three gradients, where
+  // each narrow's would zero-fill a gradient of the whole fused width.
+  const auto parts = y.split(inner, -1);
+  return {parts[0].view(shape), parts[1].view(shape), parts[2].view(shape)};
 }
 
 QkNorm SelfAttentionImpl::qk_norm(Saving saving) const {
@@ -43,7 +46,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   torch::Tensor o = o_.block > 0 ? block_local_attention(q, k, v, o_.block, qk_norm(saving))
                                  : dense_attention(q, k, v, o_.dropout, is_training(), qk_norm(saving));
   o = o.flatten(-2, -1);
-  if (o_.block > 0 && o_.dropout > 0) o = torch::dropout(o, o_.dropout, is_training());
+  if (o_.block > 0 && o_.dropout > 0) o = wg::dropout(o, o_.dropout, is_training());
   const torch::Tensor out = proj_out(o);
   return o_.with_residual ? out + x : out;
 }
@@ -86,7 +89,8 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   const Prelude pre_kv = layer_norm_prelude(eps);
   const Prelude pre_q = lnorm_in_q_ada_ ? lnorm_in_q_ada_->prelude(aux, saving) : pre_kv;
   const torch::Tensor kv = fused_linear(x_kv, pre_kv, {proj_heads_k->weight, proj_heads_v->weight}, {}, saving);
-  const torch::Tensor k = kv.narrow(-1, 0, inner).view({-1, H, dh}), v = kv.narrow(-1, inner, inner).view({-1, H, dh});
+  const auto parts = kv.split(inner, -1);  // (split: see qkv)
+  const torch::Tensor k = parts[0].view({-1, H, dh}), v = parts[1].view({-1, H, dh});
   const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, saving == Saving::Lean};
   const auto attend = [&](const torch::Tensor& rows, const torch::Tensor& weight) {  // -> [R, H·dh]
     const torch::Tensor q = fused_linear(rows, pre_q, {weight}, {}, saving).view({-1, H, dh});

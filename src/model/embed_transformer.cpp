@@ -6,10 +6,16 @@
 #include <string>
 
 #include "wg/data/tokenizer.h"
+#include "wg/model/dropout.h"
 
 namespace wg {
 
 namespace {
+std::vector<torch::Tensor> m_params(const torch::nn::AnyModule& m) { return m.ptr()->parameters(); }
+
+// The read-out norms' eps (upstream's): per channel (block), over all channels (full).
+constexpr double kBlockNormEps = 1e-6, kFullNormEps = 1e-3;
+
 // The read-out norm: affine LayerNorm, or RMSNorm when norm_type says so.
 torch::nn::AnyModule readout_norm(const std::string& norm_type, int64_t dim, double eps) {
   if (norm_type == "RMSNorm") return torch::nn::AnyModule(RMSNorm(int(dim), eps));
@@ -54,12 +60,12 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
       unembed->push_back(unembed_block_.back());
     }
     for (int c = 0; c < o.num_channels; ++c) {
-      ln_block_.push_back(readout_norm(o.norm_type, o.dim_embed, 1e-6));
+      ln_block_.push_back(readout_norm(o.norm_type, o.dim_embed, kBlockNormEps));
       ln_final->push_back(ln_block_.back().ptr());
     }
   } else {
     e_ = int(embed_readout(o).centroid_width);
-    ln_full_ = readout_norm(o.norm_type, int64_t(o.num_channels) * o.dim_embed, 1e-3);
+    ln_full_ = readout_norm(o.norm_type, int64_t(o.num_channels) * o.dim_embed, kFullNormEps);
     register_module("ln_final", ln_full_.ptr());
     unembed_full_ = register_module("unembed", torch::nn::Linear(o.num_channels * o.dim_embed, total - e_));
   }
@@ -92,16 +98,43 @@ void StreamEmbedTransformerImpl::build_pieces() {
   for (auto& m : ln_block_) for (auto& p : m.ptr()->parameters()) readout_params.push_back(p);
   if (!ln_full_.is_empty()) for (auto& p : ln_full_.ptr()->parameters()) readout_params.push_back(p);
   if (unembed_full_) for (auto& p : unembed_full_->parameters()) readout_params.push_back(p);
-  pieces_.push_back({key(PieceKind::Readout), [this](const torch::Tensor& x, Saving) { return readout(x); }, readout_params});
+  pieces_.push_back({key(PieceKind::Readout), [this](const torch::Tensor& x, Saving saving) { return readout(x, saving); },
+                     readout_params});
 }
 
-torch::Tensor StreamEmbedTransformerImpl::readout(const torch::Tensor& x) {
-  if (o_.unembed_mode == "full") return unembed_full_(ln_full_.forward(x.flatten(-2, -1)));
-  std::vector<torch::Tensor> per_channel;
-  per_channel.reserve(unembed_block_.size());
-  for (size_t c = 0; c < unembed_block_.size(); ++c)
-    per_channel.push_back(unembed_block_[c](ln_block_[c].forward(x.select(1, int64_t(c)))));  // [N, d_c]
-  return torch::stack(per_channel, 1).flatten(-2, -1);  // [N, C*d_c]
+torch::Tensor StreamEmbedTransformerImpl::readout(const torch::Tensor& x, Saving saving) {
+  const auto param = [](const torch::nn::AnyModule& m, const char* name) {
+    const auto named = m.ptr()->named_parameters(false);
+    return named.contains(name) ? named[name] : torch::Tensor();
+  };
+  const bool rms = o_.norm_type == "RMSNorm";
+  if (o_.unembed_mode == "full") {
+    Prelude norm;
+    if (rms) {
+      norm.fn = [m = ln_full_](const torch::Tensor& t) mutable { return m.forward(t); };
+      norm.params = m_params(ln_full_);
+    } else {
+      norm = layer_norm_prelude(kFullNormEps, param(ln_full_, "weight"), param(ln_full_, "bias"));
+    }
+    return fused_linear(x.flatten(-2, -1), norm, {unembed_full_->weight}, {unembed_full_->bias}, saving);
+  }
+  // Block: channel c's norm and product on x[:, c], all channels at once.
+  std::vector<torch::Tensor> norm_w, norm_b, w, b;
+  for (size_t c = 0; c < unembed_block_.size(); ++c) {
+    norm_w.push_back(param(ln_block_[c], "weight"));
+    if (!rms) norm_b.push_back(param(ln_block_[c], "bias"));
+    w.push_back(unembed_block_[c]->weight);
+    b.push_back(unembed_block_[c]->bias);
+  }
+  Prelude norm;
+  if (rms) {  // x · rsqrt(mean(x²) + eps) · weight_c, under autograd (no rerun)
+    const torch::Tensor weight = torch::stack(norm_w);
+    norm.fn = [weight](const torch::Tensor& t) { return t * torch::rsqrt(t.pow(2).mean(-1, true) + kBlockNormEps) * weight; };
+    norm.params = {weight};
+  } else {
+    norm = channel_norm_prelude(kBlockNormEps, torch::stack(norm_w), torch::stack(norm_b));
+  }
+  return grouped_linear(x, norm, w, b, saving).flatten(-2, -1);  // [N, C·d_c]
 }
 
 torch::Tensor StreamEmbedTransformerImpl::forward(const torch::Tensor& x_in, const torch::Tensor& centroids) {
@@ -112,7 +145,7 @@ torch::Tensor StreamEmbedTransformerImpl::forward(const torch::Tensor& x_in, con
     out = torch::cat({out, embed_centroids(centroids)}, -1);
   }
   if (out.size(-1) < total) out = torch::constant_pad_nd(out, {0, total - out.size(-1)});
-  return dropout_final(out.reshape({-1, o_.num_tokens, o_.dim_out}));
+  return wg::dropout(out.reshape({-1, o_.num_tokens, o_.dim_out}), o_.dropout_final_rate, is_training());
 }
 
 }  // namespace wg

@@ -7,12 +7,13 @@
 // - it keeps x and the weights (and, lean, pre's tensors); never the
 //   product's output, never pre(x) when lean;
 // - backward: dW = Gᵀ·h and db = ΣG over rows, dh = G·W; lean, h is pre(x)
-//   run again: by pre's rerun, whose vjp takes dh back to x and pre's
-//   tensors with the kernels autograd would call, or, for a pre without
-//   one (dropout that draws), under autograd with the generators as at the
-//   first run, and dh goes back through it with autograd::grad.
+//   run again, with the generators as at the first run when pre draws: by
+//   pre's rerun, whose vjp takes dh back to x and pre's tensors with the
+//   kernels autograd would call, or, for a pre without one, under autograd,
+//   and dh goes back through it with autograd::grad.
 #include "wg/model/lean_ops.h"
 
+#include "wg/model/dropout.h"
 #include "wg/model/norms.h"
 
 #include <torch/csrc/autograd/autograd.h>
@@ -30,11 +31,34 @@ struct Layout : torch::CustomClassHolder {
   Prelude pre;
   bool lean = false;
   size_t num_pre = 0, num_weights = 0, num_biases = 0;
+  bool grouped = false;       // grouped_linear: group g of the input through weight g
   std::vector<int64_t> rows;  // output rows of each weight
   std::vector<GeneratorStates> first_run;  // lean with a random pre: the states before it ran (0 or 1)
 };
 
 torch::Tensor cat_or_one(const std::vector<torch::Tensor>& t) { return t.size() == 1 ? t[0] : torch::cat(t, 0); }
+
+// The weights as one operand: concatenated rows [Σ out_i, in], or, grouped, stacked [G, out, in].
+torch::Tensor joined(const Layout& l, const std::vector<torch::Tensor>& t) {
+  return l.grouped ? torch::stack(t) : cat_or_one(t);
+}
+
+// h [..., G, in] as the groups' row blocks [G, N, in] (a view).
+torch::Tensor by_group(const torch::Tensor& h) {
+  return h.reshape({-1, h.size(-2), h.size(-1)}).transpose(0, 1);
+}
+
+// The product: y = h · Wᵀ + b.
+torch::Tensor product(const Layout& l, const torch::Tensor& h, const std::vector<torch::Tensor>& weights,
+                      const std::vector<torch::Tensor>& biases) {
+  const torch::Tensor W = joined(l, weights), b = biases.empty() ? torch::Tensor() : joined(l, biases);
+  if (!l.grouped) return torch::linear(h, W, b);
+  torch::Tensor y = torch::bmm(by_group(h), W.transpose(1, 2));  // [G, N, out]
+  if (b.defined()) y.add_(b.unsqueeze(1));
+  std::vector<int64_t> shape(h.sizes().begin(), h.sizes().end());
+  shape.back() = W.size(1);
+  return y.transpose(0, 1).reshape(shape);
+}
 
 struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Layout>& layout, at::TensorList inputs) {
@@ -48,7 +72,7 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
       if (l.pre.draws_random) layout->first_run.push_back(GeneratorStates::capture(x.device()));
       h = l.pre.fn(x);
     }
-    const torch::Tensor y = torch::linear(h, cat_or_one(weights), biases.empty() ? torch::Tensor() : cat_or_one(biases));
+    const torch::Tensor y = product(l, h, weights, biases);
     variable_list keep{x};
     if (l.lean) keep.insert(keep.end(), inputs.begin() + 1, inputs.begin() + long(w0));
     keep.insert(keep.end(), weights.begin(), weights.end());
@@ -71,6 +95,8 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     torch::Tensor x = saved[0], h = x;
     PreludeRun rerun;
     if (l.lean && l.pre.rerun) {
+      const GeneratorStatesGuard put_back(x.device());
+      if (!l.first_run.empty()) l.first_run.front().restore();
       rerun = l.pre.rerun(saved[0].detach());
       h = rerun.h;
     } else if (l.lean && l.pre.fn) {
@@ -81,25 +107,26 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
       torch::autograd::AutoGradMode grad_on(true);
       h = l.pre.fn(x);
     }
-    const int64_t out = grads[0].size(-1), in = h.size(-1);
-    const torch::Tensor G = grads[0].reshape({-1, out});
-    const torch::Tensor H = h.detach().reshape({-1, in});
-
     const size_t w0 = 1 + l.num_pre, b0 = w0 + l.num_weights;
     variable_list result(1 + b0 + l.num_biases);  // the holder's slot, x, pre's tensors, weights, biases
-    const auto rows_of = [&](const torch::Tensor& t) { return t.split_with_sizes(l.rows, 0); };
-    const torch::Tensor dW = G.t().mm(H);
-    const auto dWs = rows_of(dW);
+    // G: the output's gradient, H: the product's input, as rows ([N, ·]) or groups of rows ([G, N, ·]).
+    const torch::Tensor G = l.grouped ? by_group(grads[0]) : grads[0].reshape({-1, grads[0].size(-1)});
+    const torch::Tensor H = l.grouped ? by_group(h.detach()) : h.detach().reshape({-1, h.size(-1)});
+    const auto parts = [&](const torch::Tensor& t) {
+      return l.grouped ? t.unbind(0) : t.split_with_sizes(l.rows, 0);
+    };
+    const auto dWs = parts(l.grouped ? torch::bmm(G.transpose(1, 2), H) : G.t().mm(H));
     for (size_t i = 0; i < l.num_weights; ++i) result[1 + w0 + i] = dWs[i];
     if (l.num_biases > 0) {
-      const auto dbs = rows_of(G.sum(0));
+      const auto dbs = parts(G.sum(l.grouped ? 1 : 0));
       for (size_t i = 0; i < l.num_biases; ++i) result[1 + b0 + i] = dbs[i];
     }
 
     bool wants_dh = x_requires_grad;
     for (const torch::Tensor& p : pre_params) wants_dh = wants_dh || p.requires_grad();
     if (!wants_dh) return result;
-    const torch::Tensor dH = G.mm(cat_or_one(weights)).view(h.sizes());
+    const torch::Tensor W = joined(l, weights);
+    const torch::Tensor dH = l.grouped ? torch::bmm(G, W).transpose(0, 1).reshape(h.sizes()) : G.mm(W).view(h.sizes());
     if (!(l.lean && l.pre.fn)) {
       result[1] = dH;
       return result;
@@ -150,49 +177,74 @@ Prelude layer_norm_prelude(double eps, const torch::Tensor& weight, const torch:
   return pre;
 }
 
-Prelude modulated_norm_prelude(double eps, const torch::Tensor& scale, const torch::Tensor& shift) {
+namespace {
+// LN_eps(x) · factor + shift, factor computed from factor_param (which gets
+// its gradient: both have its shape, factor = factor_param or 1 + it).
+Prelude norm_affine_prelude(double eps, const torch::Tensor& factor_param, const torch::Tensor& factor,
+                            const torch::Tensor& shift) {
   Prelude pre;
-  pre.fn = [eps, scale, shift](const torch::Tensor& x) {
-    return torch::layer_norm(x, {x.size(-1)}, {}, {}, eps) * (1 + scale) + shift;
+  pre.fn = [eps, factor, shift](const torch::Tensor& x) {
+    return torch::layer_norm(x, {x.size(-1)}, {}, {}, eps) * factor + shift;
   };
-  const bool d_scale = scale.requires_grad(), d_shift = shift.requires_grad();
-  if (d_scale) pre.params.push_back(scale);
+  const bool d_factor = factor_param.requires_grad(), d_shift = shift.requires_grad();
+  if (d_factor) pre.params.push_back(factor_param);
   if (d_shift) pre.params.push_back(shift);
-  pre.rerun = [eps, scale, shift, d_scale, d_shift](const torch::Tensor& x) {
+  pre.rerun = [eps, factor_param, factor, shift, d_factor, d_shift](const torch::Tensor& x) {
     const LayerNormRun n = layer_norm_run(x, eps);
-    const torch::Tensor t = 1 + scale;
-    return PreludeRun{n.out * t + shift, [scale, shift, d_scale, d_shift, x, n, t](const torch::Tensor& dh) {
+    return PreludeRun{n.out * factor + shift, [factor_param, factor, shift, d_factor, d_shift, x, n](const torch::Tensor& dh) {
                         // What autograd's AddBackward0, MulBackward0 (grad · other, summed to each
                         // operand's shape) and NativeLayerNormBackward0 compute, in that order.
-                        std::vector<torch::Tensor> d{plain_layer_norm_backward(dh * t, x, n)};
-                        if (d_scale) d.push_back(at::sum_to(dh * n.out, scale.sizes()));
+                        std::vector<torch::Tensor> d{plain_layer_norm_backward(dh * factor, x, n)};
+                        if (d_factor) d.push_back(at::sum_to(dh * n.out, factor_param.sizes()));
                         if (d_shift) d.push_back(at::sum_to(dh, shift.sizes()));
                         return d;
                       }};
   };
   return pre;
 }
+}  // namespace
+
+Prelude modulated_norm_prelude(double eps, const torch::Tensor& scale, const torch::Tensor& shift) {
+  return norm_affine_prelude(eps, scale, 1 + scale, shift);
+}
+
+Prelude channel_norm_prelude(double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return norm_affine_prelude(eps, weight, weight, bias);
+}
 
 Prelude gelu_dropout_prelude(double dropout, bool training) {
   Prelude pre;
-  pre.fn = [dropout, training](const torch::Tensor& x) { return torch::dropout(torch::gelu(x), dropout, training); };
+  pre.fn = [dropout, training](const torch::Tensor& x) { return wg::dropout(torch::gelu(x), dropout, training); };
   pre.draws_random = dropout > 0 && training;
-  if (!pre.draws_random)  // dropout is then the identity
-    pre.rerun = [](const torch::Tensor& x) {
-      return PreludeRun{torch::gelu(x), [x](const torch::Tensor& dh) {
-                          return std::vector<torch::Tensor>{at::gelu_backward(dh, x)};
-                        }};
-    };
+  // GELU, then (drawing) the mask from the seed wg::dropout would draw; its
+  // vjp is what DropoutFunction's and GeluBackward0's backward compute.
+  pre.rerun = [dropout, draws = pre.draws_random](const torch::Tensor& x) {
+    torch::Tensor h = torch::gelu(x);
+    if (!draws)
+      return PreludeRun{h, [x](const torch::Tensor& dh) { return std::vector<torch::Tensor>{at::gelu_backward(dh, x)}; }};
+    const uint64_t seed = draw_dropout_seed();
+    apply_dropout_mask_(h, seed, dropout);
+    return PreludeRun{h, [x, seed, dropout](const torch::Tensor& dh) {
+                        torch::Tensor g = dh.contiguous().clone();
+                        apply_dropout_mask_(g, seed, dropout);
+                        return std::vector<torch::Tensor>{at::gelu_backward(g, x)};
+                      }};
+  };
   return pre;
 }
 
-torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
-                           const std::vector<torch::Tensor>& biases, Saving saving) {
-  TORCH_CHECK(!weights.empty(), "fused_linear: no weights");
-  TORCH_CHECK(biases.empty() || biases.size() == weights.size(), "fused_linear: ", biases.size(), " biases for ",
+namespace {
+torch::Tensor linear_with_prelude(const char* what, bool grouped, const torch::Tensor& x, const Prelude& pre,
+                                  const std::vector<torch::Tensor>& weights, const std::vector<torch::Tensor>& biases,
+                                  Saving saving) {
+  TORCH_CHECK(!weights.empty(), what, ": no weights");
+  TORCH_CHECK(biases.empty() || biases.size() == weights.size(), what, ": ", biases.size(), " biases for ",
               weights.size(), " weights");
+  TORCH_CHECK(!grouped || (x.dim() >= 2 && x.size(-2) == int64_t(weights.size())), what, ": ", weights.size(),
+              " weights for an input of shape ", x.sizes(), " (groups on the second-to-last axis)");
   auto layout = c10::make_intrusive<Layout>();
   layout->lean = saving == Saving::Lean && bool(pre.fn);
+  layout->grouped = grouped;
   layout->num_weights = weights.size();
   layout->num_biases = biases.size();
   for (const torch::Tensor& w : weights) layout->rows.push_back(w.size(0));
@@ -207,11 +259,20 @@ torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std
   }
   inputs.insert(inputs.end(), weights.begin(), weights.end());
   inputs.insert(inputs.end(), biases.begin(), biases.end());
-  if (!at::GradMode::is_enabled()) {  // no graph: the plain product
-    const torch::Tensor h = layout->lean ? pre.fn(x) : inputs[0];
-    return torch::linear(h, cat_or_one(weights), biases.empty() ? torch::Tensor() : cat_or_one(biases));
-  }
+  if (!at::GradMode::is_enabled())  // no graph: the plain product
+    return product(*layout, layout->lean ? pre.fn(x) : inputs[0], weights, biases);
   return FusedLinearFunction::apply(layout, at::TensorList(inputs));  // a TensorList: each one an input of the graph
+}
+}  // namespace
+
+torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
+                           const std::vector<torch::Tensor>& biases, Saving saving) {
+  return linear_with_prelude("fused_linear", false, x, pre, weights, biases, saving);
+}
+
+torch::Tensor grouped_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
+                             const std::vector<torch::Tensor>& biases, Saving saving) {
+  return linear_with_prelude("grouped_linear", true, x, pre, weights, biases, saving);
 }
 
 }  // namespace wg

@@ -124,12 +124,10 @@ torch::Tensor WeatherModelImpl::embed_tokens(const ModelBatch& batch) {
 
 torch::Tensor WeatherModelImpl::aggregate(const torch::Tensor& queries, const std::vector<int64_t>& per_sample) {
   // Each sample's non-empty cells form one sequence; the query slot acts as the batch.
+  // (split, whose backward concatenates, not narrow, whose backward zero-fills the whole batch)
   std::vector<torch::Tensor> out;
-  int64_t first = 0;
-  for (const int64_t n : per_sample) {
-    if (n > 0) out.push_back(ae_aggregation_->forward(queries.narrow(0, first, n).permute({1, 0, 2})).permute({1, 0, 2}));
-    first += n;
-  }
+  for (const torch::Tensor& sample : queries.split_with_sizes(per_sample, 0))
+    if (sample.size(0) > 0) out.push_back(ae_aggregation_->forward(sample.permute({1, 0, 2})).permute({1, 0, 2}));
   return out.empty() ? queries : torch::cat(out);
 }
 

@@ -1,7 +1,8 @@
 // Saving::Lean (wg/model/lean_ops.h, the q/k norm inside the attention
 // kernel, the attention and MLP layers): bit-identical outputs and
-// gradients to Saving::All, with and without dropout; fused_linear equal to
-// separate plain products; and what a lean layer keeps after its forward.
+// gradients to Saving::All, with and without dropout; fused_linear and
+// grouped_linear equal to separate plain products; and what a lean layer
+// keeps after its forward.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -78,27 +79,74 @@ TEST(LeanOps, FusedLinearEqualsSeparateProducts) {
   }
 }
 
+// Both ways a drawing prelude runs again: replayed under autograd (a
+// prelude without a rerun: torch::dropout) and by its rerun (the MLP's
+// gelu_dropout_prelude, wg::dropout), the generators as at the first run.
 TEST(LeanOps, LeanIsBitIdenticalToAllWithADropoutPrelude) {
-  Leaves l = leaves(torch::kFloat32);
-  const torch::Tensor seed = torch::randn({3, 7, 12});
-  Prelude act;  // the MLP's GELU and dropout, as in training
-  act.fn = [](const torch::Tensor& t) { return torch::dropout(torch::gelu(t), 0.3, true); };
-  act.draws_random = true;
-  const torch::Tensor w_out = torch::randn({12, 8}).requires_grad_(true);
-  std::vector<torch::Tensor> wrt = l.all();
-  wrt.push_back(w_out);
+  Prelude replayed;
+  replayed.fn = [](const torch::Tensor& t) { return torch::dropout(torch::gelu(t), 0.3, true); };
+  replayed.draws_random = true;
+  const std::vector<std::pair<const char*, Prelude>> cases = {{"replayed under autograd", replayed},
+                                                              {"rerun", gelu_dropout_prelude(0.3, true)}};
+  for (const auto& [name, act] : cases) {
+    SCOPED_TRACE(name);
+    Leaves l = leaves(torch::kFloat32);
+    const torch::Tensor seed = torch::randn({3, 7, 12});
+    const torch::Tensor w_out = torch::randn({12, 8}).requires_grad_(true);
+    std::vector<torch::Tensor> wrt = l.all();
+    wrt.push_back(w_out);
+    std::vector<std::vector<torch::Tensor>> runs;
+    for (const Saving saving : {Saving::All, Saving::Lean}) {
+      l.zero();
+      w_out.mutable_grad() = torch::Tensor();
+      torch::manual_seed(42);  // the same masks in forward
+      const torch::Tensor u = fused_linear(l.x, affine_norm(l), {l.w1}, {l.b1}, saving);
+      const torch::Tensor y = fused_linear(u, act, {w_out}, {l.b2}, saving);
+      torch::randn({100});  // draws between forward and backward do not change the replayed mask
+      runs.push_back(output_and_grads(y, wrt, seed));
+    }
+    expect_bit_identical(runs[0], runs[1]);
+    EXPECT_GT(runs[0][1].abs().sum().item<double>(), 0.0);  // gradients reached x
+  }
+}
+
+// grouped_linear (the embed's per-channel read-out) against one plain
+// product per group, with the per-channel affine norm as its prelude.
+TEST(LeanOps, GroupedLinearEqualsOneProductPerGroup) {
+  torch::manual_seed(8);
+  const int64_t N = 5, G = 4, in = 16, out = 3;
+  const auto leaf = [](std::vector<int64_t> s) { return torch::randn(s, torch::kFloat64).requires_grad_(true); };
+  const torch::Tensor x = leaf({N, G, in});
+  std::vector<torch::Tensor> ln_w, ln_b, w, b, wrt{x};
+  for (int64_t g = 0; g < G; ++g) {
+    ln_w.push_back(leaf({in}));
+    ln_b.push_back(leaf({in}));
+    w.push_back(leaf({out, in}));
+    b.push_back(leaf({out}));
+    for (const auto& t : {ln_w.back(), ln_b.back(), w.back(), b.back()}) wrt.push_back(t);
+  }
+  const torch::Tensor seed = torch::randn({N, G, out}, torch::kFloat64);
+  const auto zero = [&] {
+    for (auto& t : wrt) t.mutable_grad() = torch::Tensor();
+  };
+  std::vector<torch::Tensor> per_group;
+  for (int64_t g = 0; g < G; ++g)
+    per_group.push_back(
+        torch::linear(torch::layer_norm(x.select(1, g), {in}, ln_w[size_t(g)], ln_b[size_t(g)], 1e-6), w[size_t(g)],
+                      b[size_t(g)]));
+  const auto want = output_and_grads(torch::stack(per_group, 1), wrt, seed);
   std::vector<std::vector<torch::Tensor>> runs;
   for (const Saving saving : {Saving::All, Saving::Lean}) {
-    l.zero();
-    w_out.mutable_grad() = torch::Tensor();
-    torch::manual_seed(42);  // the same masks in forward
-    const torch::Tensor u = fused_linear(l.x, affine_norm(l), {l.w1}, {l.b1}, saving);
-    const torch::Tensor y = fused_linear(u, act, {w_out}, {l.b2}, saving);
-    torch::randn({100});  // draws between forward and backward do not change the replayed mask
-    runs.push_back(output_and_grads(y, wrt, seed));
+    SCOPED_TRACE(saving == Saving::Lean ? "lean" : "all");
+    zero();
+    const Prelude norm = channel_norm_prelude(1e-6, torch::stack(ln_w), torch::stack(ln_b));
+    runs.push_back(output_and_grads(grouped_linear(x, norm, w, b, saving), wrt, seed));
+    ASSERT_EQ(runs.back().size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(torch::allclose(runs.back()[i], want[i], 1e-12, 1e-12)) << "tensor " << i << " (0: the output)";
   }
   expect_bit_identical(runs[0], runs[1]);
-  EXPECT_GT(runs[0][1].abs().sum().item<double>(), 0.0);  // gradients reached x
+  EXPECT_THROW(grouped_linear(x, {}, {w[0]}, {}, Saving::All), c10::Error);  // one weight for 4 groups
 }
 
 // Each prelude's rerun against its fn under autograd: the same h and the
@@ -114,24 +162,27 @@ TEST(LeanOps, PreludeRerunsGiveAutogradsGradients) {
       {"modulated norm", modulated_norm_prelude(1e-6, scale, shift)},
       {"gelu, dropout 0 in training", gelu_dropout_prelude(0.0, true)},
       {"gelu, dropout 0.3 in evaluation", gelu_dropout_prelude(0.3, false)},
+      {"gelu, dropout 0.3 in training (the generators as at the first run)", gelu_dropout_prelude(0.3, true)},
+      {"per-channel affine norm", channel_norm_prelude(1e-6, leaf({7, 16}), leaf({7, 16}))},
   };
   for (const auto& [name, pre] : cases) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(bool(pre.rerun));
     const torch::Tensor x = leaf({3, 7, 16}), dh = torch::randn({3, 7, 16});
+    torch::manual_seed(21);
     const torch::Tensor h = pre.fn(x);
     std::vector<torch::Tensor> wrt{x};
     wrt.insert(wrt.end(), pre.params.begin(), pre.params.end());
     const auto want = torch::autograd::grad({h}, wrt, {dh});
+    torch::manual_seed(21);
     const PreludeRun run = pre.rerun(x.detach());
     EXPECT_TRUE(torch::equal(run.h, h.detach()));
     const std::vector<torch::Tensor> got = run.vjp(dh);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(torch::equal(got[i], want[i])) << "gradient " << i;
   }
-  const Prelude drawing = gelu_dropout_prelude(0.3, true);  // replayed under autograd instead
-  EXPECT_TRUE(drawing.draws_random);
-  EXPECT_FALSE(bool(drawing.rerun));
+  EXPECT_TRUE(gelu_dropout_prelude(0.3, true).draws_random);
+  EXPECT_FALSE(gelu_dropout_prelude(0.3, false).draws_random);
 }
 
 TEST(LeanOps, QkNormInsideTheKernelIsBitIdentical) {

@@ -43,7 +43,9 @@ class StreamEmbedTransformerImpl : public torch::nn::Module {
   int centroid_width() const { return e_; }
 
  private:
-  torch::Tensor readout(const torch::Tensor& x);  // [N, C, dim_embed] -> [N, C*d_c] or [N, T*dim_out - e]
+  // [N, C, dim_embed] -> [N, C*d_c] (block: every channel's norm and
+  // product in one grouped product) or [N, T*dim_out - e] (full).
+  torch::Tensor readout(const torch::Tensor& x, Saving saving);
   void build_pieces();
 
   EmbedOptions o_;

@@ -33,10 +33,10 @@ struct Prelude {
   std::function<torch::Tensor(const torch::Tensor&)> fn;  // empty: the identity
   std::vector<torch::Tensor> params;                      // tensors fn reads that need gradients
   bool draws_random = false;                              // fn draws random numbers (dropout in training)
-  // Optional, for a prelude that draws nothing: fn with its own backward,
-  // which a lean backward runs instead of fn under autograd (no graph, no
-  // reentrant autograd::grad). It calls the kernels autograd would, so the
-  // gradients stay bit-identical (LeanOps.*).
+  // Optional: fn with its own backward, which a lean backward runs instead
+  // of fn under autograd (no graph, no reentrant autograd::grad), with the
+  // random generators as at the first run when it draws. It calls the
+  // kernels autograd would, so the gradients stay bit-identical (LeanOps.*).
   std::function<PreludeRun(const torch::Tensor&)> rerun;
 };
 
@@ -47,12 +47,22 @@ Prelude layer_norm_prelude(double eps, const torch::Tensor& weight = {}, const t
 // AdaLayerNorm's LN_eps(x) · (1 + scale) + shift, scale and shift computed
 // before (params: those of them that need gradients);
 Prelude modulated_norm_prelude(double eps, const torch::Tensor& scale, const torch::Tensor& shift);
-// the MLP's dropout(GELU(x)): with a rerun only when no dropout is drawn.
+// LN_eps(x) · weight + bias with weight and bias broadcast over x (the
+// per-channel read-out norms stacked: [G, d] against x [..., G, d]);
+Prelude channel_norm_prelude(double eps, const torch::Tensor& weight, const torch::Tensor& bias);
+// the MLP's dropout(GELU(x)) (wg::dropout, dropout.h).
 Prelude gelu_dropout_prelude(double dropout, bool training);
 
 // x [..., in] -> [..., sum of the weights' rows]; weights [out_i, in];
 // biases empty or one [out_i] per weight.
 torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                            const std::vector<torch::Tensor>& biases, Saving saving);
+
+// x [..., G, in] -> [..., G, out]: group g (x[..., g, :]) through weights[g]
+// [out, in] and biases[g] [out], as G separate products would (the embed's
+// per-channel read-out), in one batched product whose backward writes one
+// gradient for x instead of G zero-filled ones; pre and saving as above.
+torch::Tensor grouped_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
+                             const std::vector<torch::Tensor>& biases, Saving saving);
 
 }  // namespace wg

@@ -1,0 +1,42 @@
+// Dropout on the CPU whose keep-mask is a pure function of a seed and the
+// element's index: element j of a draw with seed s is kept (and scaled by
+// 1 / (1 - p)) iff hash(s, j) / 2^32 < 1 - p.
+//
+// Why not torch::dropout: on a CPU build without MKL (Debian's LibTorch)
+// its bernoulli_ draws element by element from one locked mt19937, serially
+// (measured: a tenth of a step at an ERA5-shaped embed), and autograd keeps
+// the float mask for backward. Here the mask is made in parallel, needs no
+// lock, and is never kept: backward makes it again from the seed. The seed
+// is drawn from the default CPU generator, so a recomputed piece (its
+// generator states restored, recompute.h) draws the same masks, and a
+// resumed run (its generator state restored) the same as an uninterrupted
+// one. The masks do not depend on the thread count.
+//
+// The distribution is dropout's (each element kept independently with
+// probability 1 - p, to within 2^-32); the draws differ from PyTorch's.
+// Off the CPU, and for dtypes other than float32/float64, dropout() is
+// torch::dropout.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace wg {
+
+// A seed from the default CPU generator (one draw).
+uint64_t draw_dropout_seed();
+
+// x with dropout p (training and p > 0), else x. Differentiable; keeps no mask.
+torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
+
+// t *= mask(seed, p), in place, t contiguous float32/float64 on the CPU,
+// its element j taking draw `offset + j` (so a kernel that works through
+// a mask in tiles gets the mask of the whole): for kernels with their own
+// backward (the attention core).
+void apply_dropout_mask_(torch::Tensor& t, uint64_t seed, double p, int64_t offset = 0);
+
+// The mask itself (0 or 1 / (1 - p)), shaped and typed like `like`: for tests.
+torch::Tensor dropout_mask(uint64_t seed, double p, const torch::Tensor& like);
+
+}  // namespace wg

@@ -1,0 +1,155 @@
+// Dropout with a mask made from a seed (see header).
+//
+// Invariants:
+// - element j's draw is the j-th output of splitmix64 started at the seed
+//   (a counter hashed by two multiply-xorshift rounds); its top 32 bits are
+//   compared with (1 - p) · 2^32, so a draw depends only on (seed, j);
+// - out[j] = in[j] · (kept ? 1 / (1 - p) : 0), as torch's in · mask (a NaN
+//   stays a NaN where dropped);
+// - DropoutFunction keeps the seed and p, no tensor; its backward is the
+//   same masked scaling of the incoming gradient.
+#include "wg/model/dropout.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <mutex>
+
+namespace wg {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr int64_t kGrain = 16384;  // elements per parallel task
+
+inline uint64_t draw(uint64_t seed, uint64_t j) {
+  uint64_t z = seed + (j + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The 32-bit threshold of keeping with probability 1 - p (p in [0, 1)).
+uint64_t keep_threshold(double p) { return uint64_t(std::ldexp(1.0 - p, 32)); }
+
+// x[i] · mask for i in [0, n), element i taking draw `first + i`: into
+// out, or in place. Written branch-free and without aliasing (the in-place
+// form has one pointer) so that they vectorise; compiled three times, for
+// AVX-512 with AVX512DQ (which multiplies 64-bit lanes), for AVX2 and for
+// the baseline, and the best the CPU supports is chosen once (by feature,
+// not CPU model: a VM often names no model).
+template <typename T>
+inline __attribute__((always_inline)) T keep(uint64_t seed, int64_t j, uint32_t threshold, T scale) {
+  return uint32_t(draw(seed, uint64_t(j)) >> 32) < threshold ? scale : T(0);
+}
+template <typename T>
+inline __attribute__((always_inline)) void mask_range_impl(const T* in, T* out, int64_t n, int64_t first,
+                                                            uint64_t seed, uint32_t threshold, T scale) {
+  if (in == out) {
+    for (int64_t i = 0; i < n; ++i) out[i] *= keep(seed, first + i, threshold, scale);
+    return;
+  }
+  const T* __restrict a = in;
+  T* __restrict b = out;
+  for (int64_t i = 0; i < n; ++i) b[i] = a[i] * keep(seed, first + i, threshold, scale);
+}
+
+template <typename T>
+using MaskFn = void (*)(const T*, T*, int64_t, int64_t, uint64_t, uint32_t, T);
+
+#define WG_MASK_RANGE(name, attributes)                                                                    \
+  template <typename T>                                                                                    \
+  attributes void name(const T* in, T* out, int64_t n, int64_t first, uint64_t seed, uint32_t threshold, \
+                       T scale) {                                                                          \
+    mask_range_impl(in, out, n, first, seed, threshold, scale);                                            \
+  }
+WG_MASK_RANGE(mask_range_avx512, __attribute__((target("avx512f,avx512dq"))))
+WG_MASK_RANGE(mask_range_avx2, __attribute__((target("avx2"))))
+WG_MASK_RANGE(mask_range_base, )
+#undef WG_MASK_RANGE
+
+template <typename T>
+MaskFn<T> mask_range() {
+  static const MaskFn<T> chosen = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512dq")) return MaskFn<T>(mask_range_avx512<T>);
+    if (__builtin_cpu_supports("avx2")) return MaskFn<T>(mask_range_avx2<T>);
+    return MaskFn<T>(mask_range_base<T>);
+  }();
+  return chosen;
+}
+
+template <typename T>
+void masked_scale(const T* in, T* out, int64_t n, uint64_t seed, double p, int64_t offset) {
+  // p in (0, 1): the threshold is below 2^32 (kept when the draw is below it)
+  const uint32_t threshold = uint32_t(std::min<uint64_t>(keep_threshold(p), 0xFFFFFFFFull));
+  const T scale = T(1) / T(1.0 - p);
+  const MaskFn<T> fn = mask_range<T>();
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    fn(in + begin, out + begin, end - begin, offset + begin, seed, threshold, scale);
+  });
+}
+
+bool runs_here(const torch::Tensor& t) {
+  return t.device().is_cpu() && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kDouble);
+}
+
+// out = in · mask(seed, p); in and out contiguous, of one dtype and size (may be the same tensor).
+void masked_scale(const torch::Tensor& in, torch::Tensor& out, uint64_t seed, double p, int64_t offset = 0) {
+  TORCH_CHECK(in.is_contiguous() && out.is_contiguous() && in.numel() == out.numel() &&
+                  in.scalar_type() == out.scalar_type() && runs_here(in),
+              "dropout mask: contiguous float32/float64 CPU tensors of one size");
+  if (in.scalar_type() == torch::kFloat)
+    masked_scale(in.data_ptr<float>(), out.data_ptr<float>(), in.numel(), seed, p, offset);
+  else
+    masked_scale(in.data_ptr<double>(), out.data_ptr<double>(), in.numel(), seed, p, offset);
+}
+
+torch::Tensor masked(const torch::Tensor& x, uint64_t seed, double p) {
+  const torch::Tensor in = x.contiguous();
+  torch::Tensor out = torch::empty_like(in);
+  masked_scale(in, out, seed, p);
+  return out;
+}
+
+struct DropoutFunction : public torch::autograd::Function<DropoutFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, double p, int64_t seed) {
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["seed"] = seed;
+    return masked(x, uint64_t(seed), p);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const double p = ctx->saved_data["p"].toDouble();
+    const uint64_t seed = uint64_t(ctx->saved_data["seed"].toInt());
+    return {masked(grads[0], seed, p), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+uint64_t draw_dropout_seed() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
+}
+
+torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
+  if (!training || p <= 0) return x;
+  if (!runs_here(x)) return torch::dropout(x, p, training);
+  TORCH_CHECK(p < 1, "dropout: p must be below 1, got ", p);
+  const int64_t seed = int64_t(draw_dropout_seed());
+  return DropoutFunction::apply(x, p, seed);
+}
+
+void apply_dropout_mask_(torch::Tensor& t, uint64_t seed, double p, int64_t offset) {
+  masked_scale(t, t, seed, p, offset);
+}
+
+torch::Tensor dropout_mask(uint64_t seed, double p, const torch::Tensor& like) {
+  return masked(torch::ones_like(like, at::MemoryFormat::Contiguous), seed, p);
+}
+
+}  // namespace wg

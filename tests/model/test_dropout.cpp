@@ -1,0 +1,85 @@
+// wg::dropout (wg/model/dropout.h): dropout's distribution, masks that
+// depend only on the seed (not on threads or on draws made since), a
+// backward that is the same mask, NaN kept where dropped, nothing kept for
+// backward, and the seed from the CPU generator (so a restored generator
+// draws the same mask).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "wg/model/dropout.h"
+#include "wg/util/generator_state.h"
+#include "wg/util/memory.h"
+
+namespace wg {
+namespace {
+
+TEST(Dropout, KeepsEachElementWithProbabilityOneMinusP) {
+  const torch::Tensor ones = torch::ones({1 << 20});
+  for (const double p : {0.1, 0.3, 0.5}) {
+    SCOPED_TRACE(p);
+    const torch::Tensor m = dropout_mask(1234, p, ones);
+    const double kept = (m != 0).to(torch::kDouble).mean().item<double>();
+    // 2^20 Bernoulli draws: the standard deviation of the kept share is under 5e-4.
+    EXPECT_NEAR(kept, 1 - p, 3e-3);
+    EXPECT_TRUE(torch::all((m == 0) | (m == float(1 / (1 - p)))).item<bool>());
+    // Neighbouring elements are not correlated (a counter hashed, not a short period).
+    const torch::Tensor k = (m != 0).to(torch::kDouble);
+    const double both = (k.slice(0, 1) * k.slice(0, 0, -1)).mean().item<double>();
+    EXPECT_NEAR(both, (1 - p) * (1 - p), 3e-3);
+  }
+  EXPECT_FALSE(torch::equal(dropout_mask(1, 0.5, ones), dropout_mask(2, 0.5, ones)));
+}
+
+TEST(Dropout, TheMaskDependsOnTheSeedNotOnTheThreads) {
+  const torch::Tensor x = torch::randn({300, 1000});
+  const int threads = at::get_num_threads();
+  std::vector<torch::Tensor> out;
+  for (const int n : {1, 2, 4}) {
+    at::set_num_threads(n);
+    torch::manual_seed(7);
+    out.push_back(wg::dropout(x, 0.2, true));
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(out[0], out[1]));
+  EXPECT_TRUE(torch::equal(out[0], out[2]));
+  torch::manual_seed(7);
+  torch::randn({3});  // another draw first: another seed
+  EXPECT_FALSE(torch::equal(out[0], wg::dropout(x, 0.2, true)));
+}
+
+TEST(Dropout, BackwardIsTheSameMaskAndNothingIsKept) {
+  install_counting_allocator();
+  const torch::Tensor x = torch::randn({64, 256}, torch::kDouble).requires_grad_(true);
+  const int64_t before = memory_snapshot("cpu").current_bytes;
+  torch::Tensor y = wg::dropout(x, 0.25, true);
+  EXPECT_EQ(memory_snapshot("cpu").current_bytes - before, y.nbytes());  // the output alone
+  const torch::Tensor g = torch::randn_like(y);
+  y.backward(g);
+  const torch::Tensor m = (y.detach() / x.detach());  // the mask (x has no zeros)
+  EXPECT_TRUE(torch::allclose(x.grad(), g * m, 0, 1e-14));
+  EXPECT_TRUE(torch::equal(x.grad() == 0, y.detach() == 0));
+}
+
+TEST(Dropout, ANaNStaysANaNWhereDropped) {
+  const torch::Tensor x = torch::full({4096}, std::nan(""));
+  torch::manual_seed(3);
+  EXPECT_TRUE(torch::all(torch::isnan(wg::dropout(x, 0.5, true))).item<bool>());  // as torch's x · mask
+}
+
+TEST(Dropout, OffInEvaluationAndAtRateZero) {
+  const torch::Tensor x = torch::randn({10});
+  EXPECT_TRUE(wg::dropout(x, 0.5, false).is_same(x));
+  EXPECT_TRUE(wg::dropout(x, 0.0, true).is_same(x));
+  EXPECT_THROW(wg::dropout(x, 1.0, true), c10::Error);
+}
+
+TEST(Dropout, ARestoredGeneratorDrawsTheSameMask) {
+  const torch::Tensor x = torch::randn({1000});
+  const GeneratorStates state = GeneratorStates::capture(torch::kCPU);
+  const torch::Tensor a = wg::dropout(x, 0.5, true);
+  state.restore();
+  EXPECT_TRUE(torch::equal(a, wg::dropout(x, 0.5, true)));
+}
+
+}  // namespace
+}  // namespace wg
