@@ -10,11 +10,11 @@
 // loads its weights and tables, and trains on the dumps' batches. Then a
 // short loss-parity run without dropout (both sides, mode none: the losses
 // must agree), then R rounds, alternating: C++ all modes (each a fresh
-// Trainer with the dumps' weights, W warm-up + N timed steps of
-// step_on(batch k % K, k), then P untimed steps for the peak), then the twin
-// (`wg_twin.py bench`) all modes. Per mode and side: median step time over
-// all rounds, steps/s, step peak memory, the C++/twin steps/s and peak
-// ratios. Writes a table, JSON (bench/plot_vs_pytorch.py reads it) and the
+// Trainer with the dumps' weights; the modes step in turn, step by step:
+// W warm-up + N timed steps of step_on(batch k % K, k), then P untimed
+// steps for the peak), then the twin (`wg_twin.py bench`) all modes. Per
+// mode and side: median step time over all rounds, steps/s, step peak
+// memory, the C++/twin steps/s and peak ratios. Writes a table, JSON (bench/plot_vs_pytorch.py reads it) and the
 // plot.
 //
 // What is timed, on both sides: a training step on batch tensors made
@@ -26,7 +26,7 @@
 //   bench_vs_pytorch [--config F]... [--set K=V]... [--threads 2] [--rounds 3] [--warmup 2] [--steps 10]
 //                    [--batches 4] [--profiled-steps 2] [--parity-steps 4] [--side both|cpp|twin]
 //                    [--modes none,full,selective,every_n=2]
-//                    [--breakdown] [--trace FILE] [--out bench/results/vs_pytorch.json] [--no-plot]
+//                    [--breakdown] [--pieces] [--trace FILE] [--out bench/results/vs_pytorch.json] [--no-plot]
 #include <spdlog/spdlog.h>
 
 #include <limits>
@@ -43,6 +43,8 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <memory>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -53,11 +55,15 @@
 #include "wg/config/loader.h"
 #include "wg/config/recompute_sections.h"
 #include "wg/data/dataset.h"
+#include "wg/model/flops.h"
+#include "wg/model/model_batch.h"
+#include "wg/plan/cost_profile.h"
 #include "wg/plan/recompute_plan.h"
 #include "wg/train/batch_tensors.h"
 #include "wg/train/lr_schedule.h"
 #include "wg/train/step_dump.h"
 #include "wg/train/trainer.h"
+#include "wg/util/generator_state.h"
 #include "wg/util/memory.h"
 #include "wg/util/peak_flops.h"
 #include "wg/util/threads.h"
@@ -140,31 +146,44 @@ struct CppRun {
   int64_t peak_timed = 0, peak_extra = 0;
 };
 
-// One mode: a fresh trainer with the initial weights, W + N timed steps, P more for the peak.
-CppRun run_cpp(const Config& base, const Mode& mode, const std::vector<BuiltBatch>& batches,
-               const std::vector<std::pair<std::string, torch::Tensor>>& weights, int warmup, int steps,
-               int profiled, bool dropout) {
-  const Config c = bench::with_mode(base, mode.mode, mode.every_n);
-  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
-  load_params(t, weights);
-  if (!dropout) t.model()->eval();  // the model has no other train-only behaviour (latent noise is 0 here)
-  torch::manual_seed(c.seed);       // the same dropout draws in every mode
-  CppRun r;
-  const size_t K = batches.size();
-  for (int k = 0; k < warmup + steps + profiled; ++k) {
-    const StepMetrics m = t.step_on(batches[size_t(k) % K], k);
-    r.losses.push_back(m.loss);
-    const int64_t peak = m.peak_bytes - m.start_bytes;
-    if (k < warmup) continue;
-    if (k < warmup + steps) {
-      r.seconds.push_back(m.compute_seconds);
-      r.flops.push_back(m.model_flops);
-      r.peak_timed = std::max(r.peak_timed, peak);
-    } else {
-      r.peak_extra = std::max(r.peak_extra, peak);
-    }
+// The modes side by side, step by step in turn (so that the machine's
+// drift, which on these shared machines reaches 2x within minutes, falls
+// alike on every mode): per mode a fresh trainer with the initial weights
+// and its own random generator state, seeded alike (the same dropout draws
+// in every mode); W warm-up and N timed steps, then P more for the peak.
+std::vector<CppRun> run_cpp(const Config& base, const std::vector<Mode>& modes, const std::vector<BuiltBatch>& batches,
+                            const std::vector<std::pair<std::string, torch::Tensor>>& weights, int warmup, int steps,
+                            int profiled, bool dropout) {
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  std::vector<GeneratorStates> states;
+  for (const Mode& mode : modes) {
+    const Config c = bench::with_mode(base, mode.mode, mode.every_n);
+    trainers.push_back(std::make_unique<Trainer>(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU));
+    load_params(*trainers.back(), weights);
+    if (!dropout) trainers.back()->model()->eval();  // no other train-only behaviour (latent noise is 0 here)
+    torch::manual_seed(c.seed);
+    states.push_back(GeneratorStates::capture(torch::kCPU));
   }
-  return r;
+  std::vector<CppRun> runs(modes.size());
+  const size_t K = batches.size();
+  for (int k = 0; k < warmup + steps + profiled; ++k)
+    for (size_t i = 0; i < modes.size(); ++i) {
+      states[i].restore();
+      const StepMetrics m = trainers[i]->step_on(batches[size_t(k) % K], k);
+      states[i] = GeneratorStates::capture(torch::kCPU);
+      CppRun& r = runs[i];
+      r.losses.push_back(m.loss);
+      const int64_t peak = m.peak_bytes - m.start_bytes;
+      if (k < warmup) continue;
+      if (k < warmup + steps) {
+        r.seconds.push_back(m.compute_seconds);
+        r.flops.push_back(m.model_flops);
+        r.peak_timed = std::max(r.peak_timed, peak);
+      } else {
+        r.peak_extra = std::max(r.peak_extra, peak);
+      }
+    }
+  return runs;
 }
 
 // The phases of Trainer::step_on, timed apart (forward + loss, backward, clipping, AdamW).
@@ -199,6 +218,38 @@ json cpp_phases(const Config& base, const Mode& mode, const std::vector<BuiltBat
   return {{"forward_loss", median(f)}, {"backward", median(b)}, {"clip", median(cl)}, {"optimizer", median(o)}};
 }
 
+// Per piece, nothing recomputed: its forward time (the planner's cost
+// profile: median of 3 probes of the planning batch) against its forward
+// FLOPs, and so its rate against the sgemm rate; then per section.
+void print_pieces(const Config& base, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
+                  double sgemm_rate) {
+  const Config c = bench::with_mode(base, RecomputeMode::None, 1);
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  load_params(t, weights);
+  TrainerProbe probe(t);
+  const CostModel costs = profile_costs(probe, 3);
+  const ModelFlops flops = model_flops(t.model()->options(), flop_shape(to_model_batch(t.planning_batch(), torch::kCPU)));
+  std::map<std::string, double> piece_flops;
+  for (const auto& [key, f] : flops.pieces) piece_flops[key.str()] += f;
+  std::map<std::string, std::pair<double, double>> sections;  // seconds, FLOPs
+  double total_s = 0, total_f = 0;
+  std::printf("\nforward per piece (nothing recomputed; sgemm %.1f GFLOP/s):\n%-36s %9s %9s %9s %6s\n",
+              sgemm_rate * 1e-9, "piece", "ms", "GFLOP", "GFLOP/s", "sgemm");
+  for (const PieceCost& pc : costs.pieces) {
+    const double f = piece_flops[pc.key.str()], sec = pc.forward_seconds;
+    std::printf("%-36s %9.2f %9.3f %9.1f %5.0f%%\n", pc.key.str().c_str(), sec * 1e3, f * 1e-9, f / sec * 1e-9,
+                100 * f / sec / sgemm_rate);
+    auto& agg = sections[pc.key.section];
+    agg.first += sec, agg.second += f, total_s += sec, total_f += f;
+  }
+  std::printf("%-36s %9s %9s %9s %6s\n", "section", "ms", "GFLOP", "GFLOP/s", "sgemm");
+  for (const auto& [name, v] : sections)
+    std::printf("%-36s %9.2f %9.3f %9.1f %5.0f%%\n", name.c_str(), v.first * 1e3, v.second * 1e-9,
+                v.second / v.first * 1e-9, 100 * v.second / v.first / sgemm_rate);
+  std::printf("%-36s %9.2f %9.3f %9.1f %5.0f%%\n", "all pieces", total_s * 1e3, total_f * 1e-9, total_f / total_s * 1e-9,
+              100 * total_f / total_s / sgemm_rate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -207,7 +258,7 @@ int main(int argc, char** argv) {
   ConfigSources sources;
   bench::add_config_options(app, sources);
   int threads = 2, rounds = 3, warmup = 2, steps = 10, num_batches = 4, profiled = 2, parity_steps = 4;
-  bool no_plot = false, breakdown = false;
+  bool no_plot = false, breakdown = false, pieces = false;
   std::string out = "bench/results/vs_pytorch.json", side = "both", trace;
   std::vector<std::string> mode_names;
   for (const Mode& m : kAllModes) mode_names.push_back(m.name);
@@ -229,6 +280,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--out", out, "JSON results")->capture_default_str();
   app.add_flag("--breakdown", breakdown, "also time the C++ step's phases per mode (a separate run)");
+  app.add_flag("--pieces", pieces, "also print each piece's forward time and FLOP rate (C++, nothing recomputed)");
   app.add_option("--trace", trace, "also write a chrome trace (LibTorch's profiler) of 5 C++ steps of the first mode");
   app.add_flag("--no-plot", no_plot, "skip the plot");
   bench::parse_or_exit(app, argc, argv);
@@ -344,7 +396,7 @@ int main(int argc, char** argv) {
   // ---- loss parity without dropout (mode none): the two implementations must agree
   json parity = nullptr;
   if (parity_steps > 0 && run_cpp_side && run_twin_side) {
-    const CppRun c = run_cpp(base, kAllModes[0], batches, weights, 0, parity_steps, 0, /*dropout=*/false);
+    const CppRun c = run_cpp(base, {kAllModes[0]}, batches, weights, 0, parity_steps, 0, /*dropout=*/false)[0];
     const std::string tj = (work / "twin_parity.json").string(), log = (work / "twin_parity.log").string();
     const json doc = run_twin(twin_command("none", 0, parity_steps, 0, false, tj, log), log, tj);
     const std::vector<double> tl = doc["modes"][0]["losses"].get<std::vector<double>>();
@@ -379,9 +431,10 @@ int main(int argc, char** argv) {
   }
 
   for (int r = 1; r <= rounds; ++r) {
-    if (run_cpp_side)
+    if (run_cpp_side) {
+      const std::vector<CppRun> all = run_cpp(base, kModes, batches, weights, warmup, steps, profiled, true);
       for (size_t i = 0; i < nm; ++i) {
-        const CppRun c = run_cpp(base, kModes[i], batches, weights, warmup, steps, profiled, true);
+        const CppRun& c = all[i];
         cpp_sec[i].insert(cpp_sec[i].end(), c.seconds.begin(), c.seconds.end());
         cpp_flops[i].insert(cpp_flops[i].end(), c.flops.begin(), c.flops.end());
         cpp_peak[i] = std::max(cpp_peak[i], c.peak_extra);
@@ -391,6 +444,7 @@ int main(int argc, char** argv) {
                     median(c.seconds) * 1e3, c.peak_extra / kMiB);
         std::fflush(stdout);
       }
+    }
     if (run_twin_side) {
       const std::string tj = (work / ("twin_round" + std::to_string(r) + ".json")).string();
       const std::string log = (work / ("twin_round" + std::to_string(r) + ".log")).string();
@@ -433,6 +487,7 @@ int main(int argc, char** argv) {
   // ---- report
   sgemm.push_back(measured_matmul_flops("cpu", 1024, 5, false));
   const double sgemm_rate = *std::max_element(sgemm.begin(), sgemm.end());
+  if (pieces && run_cpp_side) print_pieces(base, weights, sgemm_rate);
   std::printf("\n%-10s %7s %9s %9s %9s %9s %9s %9s %9s %9s %8s %6s\n", "mode", "pieces", "C++ ms", "twin ms", "C++ st/s",
               "twin st/s", "C++ MiB", "twin MiB", "speed-up", "peak C/T", "GFLOP/s", "sgemm");
   json modes = json::array();
@@ -586,7 +641,8 @@ int main(int argc, char** argv) {
                                                     "agree only roughly; loss_parity compares them without dropout"},
       {"loss_parity", parity},
       {"step_seconds_method",
-       "median over all timed steps of all rounds; rounds alternate C++ (all modes) then the twin (all modes); "
+       "median over all timed steps of all rounds; rounds alternate C++ (all modes, step by step in turn) then the "
+       "twin (all modes); "
        "C++: StepMetrics::compute_seconds of Trainer::step_on (zero_grad, forward, loss, backward, clip, AdamW; the "
        "input tensors are made before it starts); twin: " +
            torch_time_method},

@@ -7,19 +7,23 @@
 //   sequences; problems share no query, key or output row, so they run in
 //   parallel and write their results without locks, and they are formed
 //   without regard to the thread count: the result does not depend on it;
+// - every product reads its operands and writes its result where they lie
+//   in the [R, H, dh] row tensors (BLAS with the row stride as leading
+//   dimension): no rows gathered or scattered, and outputs zero-filled only
+//   when some rows lie in no problem;
 // - forward keeps q, k, v, the output and the log-sum-exp of each score row
-//   ([Rq, H, 1]); backward recomputes the probabilities from them;
-// - with dropout, problem i draws its keep-mask from a generator seeded
-//   with (seed, i); seed is drawn once per call from the CPU generator, so
-//   a recomputed piece (its generator states restored) draws the same masks;
+//   ([Rq, H]); backward recomputes the probabilities from them;
+// - with dropout, problem i's keep-mask is made from the seed (seed, i)
+//   (dropout.h); seed is drawn once per call from the CPU generator, so a
+//   recomputed piece (its generator states restored) draws the same masks;
 // - a segment without keys gives 0 and no gradient; one without queries is
 //   skipped.
 #include "wg/model/attention_core.h"
 
+#include "wg/model/dropout.h"
 #include "wg/model/norms.h"
 #include "wg/util/blas.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -72,18 +76,23 @@ torch::Tensor device_attend(const torch::Tensor& q, const torch::Tensor& k, cons
 
 // ---- the CPU kernel -------------------------------------------------------------
 
-// A problem: n sequences of lq query and lk key rows, the rows of
-// [R, H, dh] tensors given by index (sequence-major). Varlen segments of
-// the same (lq, lk) are batched into one problem (no padding); dense
-// sequences are taken in chunks. Problems are formed without regard to the
-// thread count, so dropout's masks (per problem) are too.
+// A problem: sequences of one shape, lq query and lk key rows each, in
+// [R, H, dh] row tensors: sequence j's query rows start at row q_first[j],
+// its key rows at k_first[j]. Varlen segments of the same (lq, lk) are
+// batched into one problem (no padding); dense sequences are taken in
+// chunks. Problems are formed without regard to the thread count, so
+// dropout's masks (per problem) are too.
 struct Problem {
-  int64_t n = 0, lq = 0, lk = 0;
-  torch::Tensor q_rows, k_rows;  // [n·lq], [n·lk] int64
+  int64_t lq = 0, lk = 0;
+  std::vector<int64_t> q_first, k_first;
+  int64_t n() const { return int64_t(q_first.size()); }
 };
 
 struct Problems : torch::CustomClassHolder {
   std::vector<Problem> list;
+  // Every query row and every key row lies in a sequence that has both, so
+  // the products write every row of the outputs and gradients (no zero-fill).
+  bool covers_all = true;
 };
 
 // At most 8 MiB of scores per problem, and a group cut into about 8
@@ -93,30 +102,27 @@ int64_t chunk_size(int64_t n, int64_t H, int64_t lq, int64_t lk, int64_t element
   return std::max<int64_t>(1, std::min(by_memory, std::max<int64_t>(16, (n + 7) / 8)));
 }
 
-torch::Tensor index_tensor(const std::vector<int64_t>& rows) {
-  return torch::tensor(rows, torch::TensorOptions().dtype(torch::kInt64));
-}
-
 c10::intrusive_ptr<Problems> varlen_problems(const VarlenSegments& seg, int64_t H, int64_t element_size) {
+  auto out = c10::make_intrusive<Problems>();
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> groups;  // (lq, lk) -> segments, in order
   for (int64_t s = 0; s < seg.num_segments; ++s) {
     const int64_t lq = seg.q_offsets[size_t(s) + 1] - seg.q_offsets[size_t(s)];
     const int64_t lk = seg.k_offsets[size_t(s) + 1] - seg.k_offsets[size_t(s)];
-    if (lq > 0 && lk > 0) groups[{lq, lk}].push_back(s);  // no keys: the output stays 0
+    if (lq > 0 && lk > 0)
+      groups[{lq, lk}].push_back(s);
+    else if (lq > 0 || lk > 0)  // no keys: the output stays 0; no queries: the keys get no gradient
+      out->covers_all = false;
   }
-  auto out = c10::make_intrusive<Problems>();
   for (const auto& [shape, segments] : groups) {
     const auto [lq, lk] = shape;
     const int64_t chunk = chunk_size(int64_t(segments.size()), H, lq, lk, element_size);
     for (size_t first = 0; first < segments.size(); first += size_t(chunk)) {
-      const size_t last = std::min(segments.size(), first + size_t(chunk));
-      std::vector<int64_t> q_rows, k_rows;
-      for (size_t i = first; i < last; ++i) {
-        const int64_t s = segments[i];
-        for (int64_t j = 0; j < lq; ++j) q_rows.push_back(seg.q_offsets[size_t(s)] + j);
-        for (int64_t j = 0; j < lk; ++j) k_rows.push_back(seg.k_offsets[size_t(s)] + j);
+      Problem pr{lq, lk, {}, {}};
+      for (size_t i = first; i < std::min(segments.size(), first + size_t(chunk)); ++i) {
+        pr.q_first.push_back(seg.q_offsets[size_t(segments[i])]);
+        pr.k_first.push_back(seg.k_offsets[size_t(segments[i])]);
       }
-      out->list.push_back({int64_t(last - first), lq, lk, index_tensor(q_rows), index_tensor(k_rows)});
+      out->list.push_back(std::move(pr));
     }
   }
   return out;
@@ -128,21 +134,12 @@ c10::intrusive_ptr<Problems> dense_problems(int64_t B, int64_t L, int64_t H, int
   if (L == 0) return out;
   const int64_t chunk = chunk_size(B, H, L, L, element_size);
   for (int64_t b = 0; b < B; b += chunk) {
-    const int64_t n = std::min(chunk, B - b);
-    const torch::Tensor rows = torch::arange(b * L, (b + n) * L, torch::TensorOptions().dtype(torch::kInt64));
-    out->list.push_back({n, L, L, rows, rows});
+    Problem pr{L, L, {}, {}};
+    for (int64_t j = b; j < std::min(B, b + chunk); ++j) pr.q_first.push_back(j * L);
+    pr.k_first = pr.q_first;
+    out->list.push_back(std::move(pr));
   }
   return out;
-}
-
-// Rows [n·l, H, dh] of a problem -> [n·H, l, dh], and back.
-torch::Tensor gather(const torch::Tensor& t, const torch::Tensor& rows, int64_t n, int64_t l) {
-  const int64_t H = t.size(1), dh = t.size(2);
-  return t.index_select(0, rows).view({n, l, H, dh}).permute({0, 2, 1, 3}).reshape({n * H, l, dh});
-}
-void scatter(torch::Tensor& into, const torch::Tensor& rows, const torch::Tensor& part, int64_t n, int64_t l) {
-  const int64_t H = into.size(1), dh = into.size(2);
-  into.index_copy_(0, rows, part.view({n, H, l, dh}).permute({0, 2, 1, 3}).reshape({n * l, H, dh}));
 }
 
 // t [R, H, dh] detached, as the kernel reads it: rows may be strided (q, k
@@ -152,40 +149,40 @@ torch::Tensor rows_of(const torch::Tensor& t) {
   return d.stride(2) == 1 && d.stride(1) == d.size(2) ? d : d.contiguous();
 }
 
-// c = alpha · op(a) · op(b) per batch item ([batch, rows, cols],
-// contiguous): straight through BLAS, as ATen's bmm pays several
-// microseconds of bookkeeping per item (wg/util/blas.h); ATen where the
-// process has no BLAS.
-void small_mm(const torch::Tensor& a_in, bool trans_a, const torch::Tensor& b_in, bool trans_b, torch::Tensor& c,
-              double alpha) {
-  // gather's reshape is a strided view for a single sequence: BLAS reads dense batches.
-  const torch::Tensor a = a_in.contiguous(), b = b_in.contiguous();
-  const int64_t batch = c.size(0), m = c.size(1), n = c.size(2), k = trans_a ? a.size(1) : a.size(2);
-  if (!blas_available()) {
-    c.copy_(torch::bmm(trans_a ? a.transpose(1, 2) : a, trans_b ? b.transpose(1, 2) : b).mul_(alpha));
-    return;
-  }
-  // Seen by LibTorch's profiler as the bmm it is (its FLOP count; Flops.* check ours against it).
-  RECORD_FUNCTION("aten::bmm", std::vector<c10::IValue>({trans_a ? a.transpose(1, 2) : a, trans_b ? b.transpose(1, 2) : b}));
-  if (c.scalar_type() == torch::kFloat)
-    batched_gemm(trans_a, trans_b, batch, m, n, k, float(alpha), a.data_ptr<float>(), b.data_ptr<float>(), 0.0f,
-                 c.data_ptr<float>());
-  else
-    batched_gemm(trans_a, trans_b, batch, m, n, k, alpha, a.data_ptr<double>(), b.data_ptr<double>(), 0.0,
-                 c.data_ptr<double>());
+// Head h of row r of a [R, H, dh] row tensor (rows_of's layout): the
+// [rows, dh] matrix of one sequence and head starts at at(first row, h),
+// its rows ld apart.
+template <typename T>
+struct Rows {
+  T* data;
+  int64_t ld, dh;
+  T* at(int64_t row, int64_t h) const { return data + row * ld + h * dh; }
+};
+template <typename T>
+Rows<T> rows_view(const torch::Tensor& t) {
+  return {t.data_ptr<T>(), t.stride(0), t.size(2)};
 }
 
-torch::Tensor empty3(const torch::Tensor& like, int64_t batch, int64_t rows, int64_t cols) {
-  return torch::empty({batch, rows, cols}, like.options());
+// c = alpha · op(a) · op(b) + beta · c, row-major with leading dimensions,
+// through BLAS (wg/util/blas.h; the kernel runs only where the process has one).
+template <typename T>
+void mm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+        int64_t ldb, T beta, T* c, int64_t ldc) {
+  gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Runs product(i) for items [first, last) of a problem, seen by LibTorch's
+// profiler as the one bmm they make together ([items, m, k] · [items, k,
+// n]: its FLOP count; Flops.* check ours against it).
+template <typename F>
+void products(int64_t first, int64_t last, int64_t m, int64_t n, int64_t k, const F& product) {
+  const auto meta = torch::TensorOptions().device(torch::kMeta);
+  RECORD_FUNCTION("aten::bmm", std::vector<c10::IValue>({torch::empty({last - first, m, k}, meta),
+                                                         torch::empty({last - first, k, n}, meta)}));
+  for (int64_t i = first; i < last; ++i) product(i);
 }
 
 uint64_t problem_seed(uint64_t seed, int64_t i) { return seed ^ (uint64_t(i + 1) * 0x9E3779B97F4A7C15ull); }
-
-// Keep-mask of problem i, scaled by 1 / (1 - p).
-torch::Tensor dropout_mask(uint64_t seed, int64_t i, const torch::Tensor& like, double p) {
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(problem_seed(seed, i));
-  return torch::empty_like(like).bernoulli_(1.0 - p, gen).div_(1.0 - p);
-}
 
 // Runs fn(i) for every problem: one problem inline (its products may use
 // every thread), more in parallel over the rank's threads, taken one at a
@@ -217,6 +214,129 @@ void for_each_problem(int64_t count, const F& fn) {
   if (error) std::rethrow_exception(error);
 }
 
+// A problem is worked through in tiles whose score matrices stay in the
+// core's cache: items [i0, i1) (item = sequence · H + head), query rows
+// [r0, r1) of each. Short sequences: several whole items per tile; long
+// ones: one item, a block of its rows. A tile's scores are then the
+// contiguous elements (i0 · lq + r0) · lk ... of the problem's
+// [items, lq, lk] score tensor (dropout's mask offsets).
+constexpr int64_t kTileBytes = int64_t(512) << 10;  // one score tile; backward holds three
+
+struct Tile {
+  int64_t i0, i1, r0, r1;
+  int64_t rows() const { return r1 - r0; }
+  int64_t items() const { return i1 - i0; }
+};
+
+template <typename F>
+void for_each_tile(int64_t items, int64_t lq, int64_t lk, int64_t element_size, const F& fn) {
+  const int64_t row_bytes = lk * element_size, item_bytes = lq * row_bytes;
+  if (item_bytes <= kTileBytes) {
+    const int64_t per_tile = std::max<int64_t>(1, kTileBytes / item_bytes);
+    for (int64_t i0 = 0; i0 < items; i0 += per_tile) fn(Tile{i0, std::min(items, i0 + per_tile), 0, lq});
+    return;
+  }
+  const int64_t rows = std::max<int64_t>(1, kTileBytes / row_bytes);
+  for (int64_t i = 0; i < items; ++i)
+    for (int64_t r0 = 0; r0 < lq; r0 += rows) fn(Tile{i, i + 1, r0, std::min(lq, r0 + rows)});
+}
+
+// Per-row values of a tile between the [R, H] layout of the whole call and
+// the tile's [items, rows] order.
+template <typename T>
+void rows_to_tile(const Problem& pr, const Tile& t, int64_t H, const T* from, T* to) {
+  for (int64_t i = t.i0; i < t.i1; ++i)
+    for (int64_t j = t.r0; j < t.r1; ++j)
+      *to++ = from[(pr.q_first[size_t(i / H)] + j) * H + i % H];
+}
+template <typename T>
+void tile_to_rows(const Problem& pr, const Tile& t, int64_t H, const T* from, T* to) {
+  for (int64_t i = t.i0; i < t.i1; ++i)
+    for (int64_t j = t.r0; j < t.r1; ++j)
+      to[(pr.q_first[size_t(i / H)] + j) * H + i % H] = *from++;
+}
+
+// One problem's forward, tile by tile: scores, softmax (its rows'
+// log-sum-exp into lse [R, H]), dropout, and the output rows.
+template <typename T>
+void forward_problem(const Problem& pr, const Rows<T>& Q, const Rows<T>& K, const Rows<T>& V, const Rows<T>& O,
+                     T* lse, int64_t H, T scale, double dropout, uint64_t seed, const torch::TensorOptions& options) {
+  const int64_t lq = pr.lq, lk = pr.lk, dh = Q.dh;
+  const auto q_at = [&](const Rows<T>& r, int64_t i, int64_t row) { return r.at(pr.q_first[size_t(i / H)] + row, i % H); };
+  const auto k_at = [&](const Rows<T>& r, int64_t i) { return r.at(pr.k_first[size_t(i / H)], i % H); };
+  for_each_tile(pr.n() * H, lq, lk, int64_t(sizeof(T)), [&](const Tile& t) {
+    const int64_t m = t.rows(), size = m * lk;
+    torch::Tensor P = torch::empty({t.items(), m, lk}, options);
+    T* p = P.data_ptr<T>();  // p + (i - i0) · size: item i's scores
+    products(t.i0, t.i1, m, lk, dh, [&](int64_t i) {
+      mm<T>(false, true, m, lk, dh, scale, q_at(Q, i, t.r0), Q.ld, k_at(K, i), K.ld, T(0), p + (i - t.i0) * size, lk);
+    });
+    const torch::Tensor row_max = P.amax(-1, true);  // (max(-1) would also find the indices: 5x the time)
+    P.sub_(row_max).exp_();
+    const torch::Tensor row_sum = P.sum(-1, true);
+    const torch::Tensor row_lse = row_sum.log().add_(row_max);  // [items, m, 1]
+    P.mul_(row_sum.reciprocal_());
+    if (dropout > 0) apply_dropout_mask_(P, seed, dropout, (t.i0 * lq + t.r0) * lk);
+    products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
+      mm<T>(false, false, m, dh, lk, T(1), p + (i - t.i0) * size, lk, k_at(V, i), V.ld, T(0), q_at(O, i, t.r0), O.ld);
+    });
+    tile_to_rows(pr, t, H, row_lse.data_ptr<T>(), lse);
+  });
+}
+
+// One problem's backward, tile by tile: the probabilities again from lse,
+// then dV, dP, dS, dQ and dK into their rows. Each key row belongs to one
+// sequence, so dK and dV sum only over an item's row blocks (the first
+// block writes, the next ones add).
+template <typename T>
+void backward_problem(const Problem& pr, const Rows<T>& Q, const Rows<T>& K, const Rows<T>& V, const Rows<T>& dO,
+                      const T* lse, const T* row_dot, const Rows<T>& dQ, const Rows<T>& dK, const Rows<T>& dV,
+                      int64_t H, T scale, double dropout, uint64_t seed, const torch::TensorOptions& options) {
+  const int64_t lq = pr.lq, lk = pr.lk, dh = Q.dh;
+  const auto q_at = [&](const Rows<T>& r, int64_t i, int64_t row) { return r.at(pr.q_first[size_t(i / H)] + row, i % H); };
+  const auto k_at = [&](const Rows<T>& r, int64_t i) { return r.at(pr.k_first[size_t(i / H)], i % H); };
+  for_each_tile(pr.n() * H, lq, lk, int64_t(sizeof(T)), [&](const Tile& t) {
+    const int64_t m = t.rows(), size = m * lk, offset = (t.i0 * lq + t.r0) * lk;
+    const T add = t.r0 == 0 ? T(0) : T(1);  // dK, dV: the item's first row block writes, the next ones add
+    torch::Tensor P = torch::empty({t.items(), m, lk}, options), stats = torch::empty({t.items(), m, 1}, options);
+    T* p = P.data_ptr<T>();
+    products(t.i0, t.i1, m, lk, dh, [&](int64_t i) {
+      mm<T>(false, true, m, lk, dh, scale, q_at(Q, i, t.r0), Q.ld, k_at(K, i), K.ld, T(0), p + (i - t.i0) * size, lk);
+    });
+    rows_to_tile(pr, t, H, lse, stats.data_ptr<T>());
+    P.sub_(stats).exp_();  // the probabilities again
+    torch::Tensor kept = P;
+    if (dropout > 0) {
+      kept = P.clone();
+      apply_dropout_mask_(kept, seed, dropout, offset);
+    }
+    const T* pk = kept.data_ptr<T>();
+    products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
+      mm<T>(true, false, lk, dh, m, T(1), pk + (i - t.i0) * size, lk, q_at(dO, i, t.r0), dO.ld, add, k_at(dV, i), dV.ld);
+    });
+    torch::Tensor dS = torch::empty({t.items(), m, lk}, options);
+    T* ds = dS.data_ptr<T>();
+    products(t.i0, t.i1, m, lk, dh, [&](int64_t i) {
+      mm<T>(false, true, m, lk, dh, T(1), q_at(dO, i, t.r0), dO.ld, k_at(V, i), V.ld, T(0), ds + (i - t.i0) * size, lk);
+    });
+    if (dropout > 0) apply_dropout_mask_(dS, seed, dropout, offset);
+    rows_to_tile(pr, t, H, row_dot, stats.data_ptr<T>());
+    dS.sub_(stats).mul_(P);  // dS / scale: the products below take the scale
+    products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
+      mm<T>(false, false, m, dh, lk, scale, ds + (i - t.i0) * size, lk, k_at(K, i), K.ld, T(0), q_at(dQ, i, t.r0), dQ.ld);
+    });
+    products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
+      mm<T>(true, false, lk, dh, m, scale, ds + (i - t.i0) * size, lk, q_at(Q, i, t.r0), Q.ld, add, k_at(dK, i), dK.ld);
+    });
+  });
+}
+
+// [R, H, dh] rows for an output or gradient every problem writes whole, or zeros when some rows are left out.
+torch::Tensor output_rows(const torch::Tensor& like, const Problems& problems) {
+  const auto options = like.options().memory_format(at::MemoryFormat::Contiguous);
+  return problems.covers_all ? torch::empty(like.sizes(), options) : torch::zeros(like.sizes(), options);
+}
+
 // q, k, v [R, H, dh] rows; the problems say which rows attend to which.
 struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
@@ -226,28 +346,19 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     const torch::Tensor q = norm ? plain_layer_norm(q_in.detach(), qk_norm_eps) : rows_of(q_in);
     const torch::Tensor k = norm ? plain_layer_norm(k_in.detach(), qk_norm_eps) : rows_of(k_in);
     const torch::Tensor v = rows_of(v_in);
+    const int64_t H = q.size(1);
     const double scale = 1.0 / std::sqrt(double(q.size(-1)));
-    torch::Tensor out = torch::zeros_like(q);
-    torch::Tensor lse = torch::full({q.size(0), q.size(1), 1}, kNegInf, q.options());  // [Rq, H, 1]
-    const uint64_t seed = dropout > 0 ? uint64_t(torch::empty({1}, torch::kLong).random_().item<int64_t>()) : 0;
+    torch::Tensor out = output_rows(q, *problems);
+    torch::Tensor lse = torch::empty({q.size(0), H}, q.options());  // rows in no problem are never read
+    const uint64_t seed = dropout > 0 ? draw_dropout_seed() : 0;
     const std::vector<Problem>& list = problems->list;
-    for_each_problem(int64_t(list.size()), [&](int64_t i) {
-      const Problem& pr = list[size_t(i)];
-      const torch::Tensor Q = gather(q, pr.q_rows, pr.n, pr.lq), K = gather(k, pr.k_rows, pr.n, pr.lk),
-                          V = gather(v, pr.k_rows, pr.n, pr.lk);
-      const int64_t nH = Q.size(0);
-      torch::Tensor p = empty3(Q, nH, pr.lq, pr.lk);
-      small_mm(Q, false, K, true, p, scale);  // the scores [nH, lq, lk]
-      const torch::Tensor row_max = std::get<0>(p.max(-1, true));
-      p.sub_(row_max).exp_();
-      const torch::Tensor row_sum = p.sum(-1, true);
-      const torch::Tensor row_lse = row_sum.log().add_(row_max);  // [nH, lq, 1]
-      p.div_(row_sum);
-      if (dropout > 0) p.mul_(dropout_mask(seed, i, p, dropout));
-      torch::Tensor o = empty3(Q, nH, pr.lq, Q.size(2));
-      small_mm(p, false, V, false, o, 1.0);
-      scatter(out, pr.q_rows, o, pr.n, pr.lq);
-      scatter(lse, pr.q_rows, row_lse, pr.n, pr.lq);
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "attention forward", [&] {
+      const Rows<scalar_t> Q = rows_view<scalar_t>(q), K = rows_view<scalar_t>(k), V = rows_view<scalar_t>(v),
+                           O = rows_view<scalar_t>(out);
+      scalar_t* l = lse.data_ptr<scalar_t>();
+      for_each_problem(int64_t(list.size()), [&](int64_t i) {
+        forward_problem(list[size_t(i)], Q, K, V, O, l, H, scalar_t(scale), dropout, problem_seed(seed, i), q.options());
+      });
     });
     if (norm)  // q and k are normed again in backward from the rows they came from
       ctx->save_for_backward({rows_of(q_in), rows_of(k_in), v, out, lse});
@@ -275,38 +386,21 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     const auto problems = c10::static_intrusive_pointer_cast<Problems>(ctx->saved_data["problems"].toCapsule());
     const double dropout = ctx->saved_data["dropout"].toDouble();
     const uint64_t seed = uint64_t(ctx->saved_data["seed"].toInt());
+    const int64_t H = q.size(1);
     const double scale = 1.0 / std::sqrt(double(q.size(-1)));
     const torch::Tensor d_out = grads[0].detach().contiguous();
-    torch::Tensor dq = torch::zeros_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
+    const torch::Tensor row_dot = (d_out * out).sum(-1);  // [Rq, H]: Σ_d dO · O per row and head
+    torch::Tensor dq = output_rows(q, *problems), dk = output_rows(k, *problems), dv = output_rows(v, *problems);
     const std::vector<Problem>& list = problems->list;
-    for_each_problem(int64_t(list.size()), [&](int64_t i) {
-      const Problem& pr = list[size_t(i)];
-      const torch::Tensor Q = gather(q, pr.q_rows, pr.n, pr.lq), K = gather(k, pr.k_rows, pr.n, pr.lk),
-                          V = gather(v, pr.k_rows, pr.n, pr.lk);
-      const torch::Tensor dO = gather(d_out, pr.q_rows, pr.n, pr.lq), O = gather(out, pr.q_rows, pr.n, pr.lq);
-      const torch::Tensor row_lse = gather(lse, pr.q_rows, pr.n, pr.lq);  // [nH, lq, 1]
-      const int64_t nH = Q.size(0), dh = Q.size(2);
-      torch::Tensor p = empty3(Q, nH, pr.lq, pr.lk);
-      small_mm(Q, false, K, true, p, scale);
-      p.sub_(row_lse).exp_();  // the probabilities again [nH, lq, lk]
-      torch::Tensor mask, p_kept = p;
-      if (dropout > 0) {
-        mask = dropout_mask(seed, i, p, dropout);
-        p_kept = p * mask;
-      }
-      torch::Tensor dV = empty3(Q, nH, pr.lk, dh);
-      small_mm(p_kept, true, dO, false, dV, 1.0);
-      scatter(dv, pr.k_rows, dV, pr.n, pr.lk);
-      torch::Tensor ds = empty3(Q, nH, pr.lq, pr.lk);
-      small_mm(dO, false, V, true, ds, 1.0);  // dP
-      if (dropout > 0) ds.mul_(mask);
-      const torch::Tensor row_dot = (dO * O).sum(-1, true);  // [nH, lq, 1]
-      ds.sub_(row_dot).mul_(p).mul_(scale);
-      torch::Tensor dQ = empty3(Q, nH, pr.lq, dh), dK = empty3(Q, nH, pr.lk, dh);
-      small_mm(ds, false, K, false, dQ, 1.0);
-      small_mm(ds, true, Q, false, dK, 1.0);
-      scatter(dq, pr.q_rows, dQ, pr.n, pr.lq);
-      scatter(dk, pr.k_rows, dK, pr.n, pr.lk);
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "attention backward", [&] {
+      const Rows<scalar_t> Q = rows_view<scalar_t>(q), K = rows_view<scalar_t>(k), V = rows_view<scalar_t>(v),
+                           dO = rows_view<scalar_t>(d_out), dQ = rows_view<scalar_t>(dq), dK = rows_view<scalar_t>(dk),
+                           dV = rows_view<scalar_t>(dv);
+      const scalar_t *l = lse.data_ptr<scalar_t>(), *rd = row_dot.data_ptr<scalar_t>();
+      for_each_problem(int64_t(list.size()), [&](int64_t i) {
+        backward_problem(list[size_t(i)], Q, K, V, dO, l, rd, dQ, dK, dV, H, scalar_t(scale), dropout,
+                         problem_seed(seed, i), q.options());
+      });
     });
     if (qk_norm_eps > 0) {  // back through the norms
       dq = plain_layer_norm_backward(dq, saved[0], q_norm);
@@ -316,8 +410,11 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   }
 };
 
+// The kernel: on the CPU, float32/float64, with a BLAS in the process
+// (Debian's LibTorch links one); elsewhere the padded reference runs.
 bool kernel_runs_on(const torch::Tensor& q) {
-  return q.device().is_cpu() && (q.scalar_type() == torch::kFloat || q.scalar_type() == torch::kDouble);
+  return q.device().is_cpu() && (q.scalar_type() == torch::kFloat || q.scalar_type() == torch::kDouble) &&
+         blas_available();
 }
 
 }  // namespace
@@ -437,15 +534,22 @@ torch::Tensor block_local_attention(const torch::Tensor& q_in, const torch::Tens
   // [B, L, H, dh]: the full blocks as B·nb sequences, the shorter last block on its own (no padding).
   const int64_t B = q.size(0), L = q.size(1), H = q.size(2), dh = q.size(3);
   const int64_t full = L / block, rest = L - full * block;
+  // x cut into [the full blocks, the last block] (either may be missing);
+  // split, whose backward concatenates, not narrow, whose backward zero-fills.
+  std::vector<int64_t> sizes;
+  if (full > 0) sizes.push_back(full * block);
+  if (rest > 0) sizes.push_back(rest);
+  const auto cut = [&](const torch::Tensor& x) {
+    return sizes.size() == 1 ? std::vector<torch::Tensor>{x} : x.split_with_sizes(sizes, 1);
+  };
+  const std::vector<torch::Tensor> qs = cut(q), ks = cut(k), vs = cut(v);
   std::vector<torch::Tensor> parts;
   if (full > 0) {
-    const auto blocks = [&](const torch::Tensor& x) { return x.narrow(1, 0, full * block).reshape({B * full, block, H, dh}); };
-    parts.push_back(dense_attention(blocks(q), blocks(k), blocks(v), 0.0, false, pass).view({B, full * block, H, dh}));
+    const auto blocks = [&](const torch::Tensor& x) { return x.reshape({B * full, block, H, dh}); };
+    parts.push_back(dense_attention(blocks(qs[0]), blocks(ks[0]), blocks(vs[0]), 0.0, false, pass)
+                        .view({B, full * block, H, dh}));
   }
-  if (rest > 0) {
-    const auto last = [&](const torch::Tensor& x) { return x.narrow(1, full * block, rest); };
-    parts.push_back(dense_attention(last(q), last(k), last(v), 0.0, false, pass));
-  }
+  if (rest > 0) parts.push_back(dense_attention(qs.back(), ks.back(), vs.back(), 0.0, false, pass));
   return parts.size() == 1 ? parts[0] : torch::cat(parts, 1);
 }
 

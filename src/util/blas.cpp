@@ -1,4 +1,4 @@
-// Batched small products through BLAS (see header).
+// Matrix products through BLAS (see header).
 //
 // BLAS is column-major: a row-major C = op(A) · op(B) is the column-major
 // Cᵀ = op(B)ᵀ · op(A)ᵀ, so the operands are passed swapped, each with its
@@ -34,29 +34,27 @@ const Blas& blas() {
 }
 
 template <typename T>
-void run(GemmFn<T> gemm, bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k, T alpha,
-         const T* a, const T* b, T beta, T* c) {
-  if (!gemm) throw std::logic_error("batched_gemm: this process has no BLAS gemm");
-  const int M = int(m), N = int(n), K = int(k);
-  const int lda = int(trans_a ? m : k), ldb = int(trans_b ? k : n), ldc = N;
+void run(GemmFn<T> fn, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+         const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (!fn) throw std::logic_error("gemm: this process has no BLAS gemm");
+  const int M = int(m), N = int(n), K = int(k), LDA = int(lda), LDB = int(ldb), LDC = int(ldc);
   const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
-  const int64_t sa = m * k, sb = k * n, sc = m * n;
-  for (int64_t i = 0; i < batch; ++i)  // column-major: Cᵀ (n×m) = op(B)ᵀ (n×k) · op(A)ᵀ (k×m)
-    gemm(&tb, &ta, &N, &M, &K, &alpha, b + i * sb, &ldb, a + i * sa, &lda, &beta, c + i * sc, &ldc);
+  // column-major: Cᵀ (n×m) = op(B)ᵀ (n×k) · op(A)ᵀ (k×m)
+  fn(&tb, &ta, &N, &M, &K, &alpha, b, &LDB, a, &LDA, &beta, c, &LDC);
 }
 
 }  // namespace
 
 bool blas_available() { return blas().sgemm != nullptr && blas().dgemm != nullptr; }
 
-void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
-                  const float* a, const float* b, float beta, float* c) {
-  run(blas().sgemm, trans_a, trans_b, batch, m, n, k, alpha, a, b, beta, c);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  run(blas().sgemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void batched_gemm(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k, double alpha,
-                  const double* a, const double* b, double beta, double* c) {
-  run(blas().dgemm, trans_a, trans_b, batch, m, n, k, alpha, a, b, beta, c);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  run(blas().dgemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace wg

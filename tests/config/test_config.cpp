@@ -618,6 +618,16 @@ TEST_F(ConfigTest, ShippedCpuConfigFilesLoad) {
     if (sections.empty() || sections.back() != p.section) sections.push_back(p.section);
   EXPECT_EQ(sections, (std::vector<std::string>{"embed", "ae_local", "ae_adapter", "ae_aggregation", "ae_global", "pred"}));
 
+  const Config wide = load_config(files({kSrc + "/config/cpu_wide.yml"}));
+  ASSERT_EQ(wide.streams.size(), 1u);
+  EXPECT_EQ(wide.streams[0].name, "ERA5");
+  EXPECT_EQ(wide.streams[0].synthetic.num_channels, 71);
+  EXPECT_EQ(wide.streams[0].embed.dim_embed, 256);
+  EXPECT_EQ(wide.streams[0].embed.num_heads, 8);
+  EXPECT_EQ(wide.ae_local_dim_embed, 256);
+  EXPECT_EQ(wide.ae_global_dim_embed, 512);
+  EXPECT_GT(wide.embed_dropout_rate, 0.0);  // dropout as upstream's defaults
+
   const Config anemoi = load_config(files({kSrc + "/config/anemoi_fixture.yml"}));
   ASSERT_EQ(anemoi.streams.size(), 1u);
   EXPECT_EQ(anemoi.streams[0].type, "anemoi");

@@ -159,27 +159,79 @@ TEST(AttentionCore, DropoutBackwardDrawsTheForwardsMasks) {
     }
 }
 
-// The kernel's small products (wg/util/blas.h) against ATen's bmm, every
-// transposition, float and double.
-TEST(AttentionCore, BatchedGemmEqualsBmm) {
+// Sequences whose scores do not fit one tile (over 512 KiB a head) are
+// worked through in blocks of query rows, dK and dV summed over them: equal
+// to the reference without dropout; with dropout, the gradient equals
+// central differences of the forward (every block draws its part of the
+// one mask, in forward and again in backward).
+TEST(AttentionCore, LongSequencesInRowBlocks) {
+  torch::manual_seed(13);
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    const int64_t L = dtype == torch::kFloat64 ? 300 : 400;  // 720 KB, 640 KB of scores a head
+    SCOPED_TRACE(L);
+    const auto opt = torch::TensorOptions().dtype(dtype);
+    const torch::Tensor q = torch::randn({2, L, 2, 4}, opt), k = torch::randn({2, L, 2, 4}, opt),
+                        v = torch::randn({2, L, 2, 4}, opt), g = torch::randn({2, L, 2, 4}, opt);
+    const Grads got = run([](auto& a, auto& b, auto& c) { return dense_attention(a, b, c, 0.0, true); }, q, k, v, g);
+    const Grads want = run([](auto& a, auto& b, auto& c) { return plain_dense_attention(a, b, c, 0.0, true); }, q, k, v, g);
+    expect_close(got, want, dtype == torch::kFloat64 ? 1e-12 : 1e-5);
+  }
+  const auto opt = torch::TensorOptions().dtype(torch::kFloat64);
+  const int64_t L = 300;
+  const torch::Tensor q = torch::randn({1, L, 1, 4}, opt), k = torch::randn({1, L, 1, 4}, opt),
+                      v = torch::randn({1, L, 1, 4}, opt), g = torch::randn({1, L, 1, 4}, opt);
+  const auto attend = [](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
+    torch::manual_seed(17);
+    return dense_attention(a, b, c, 0.3, true);
+  };
+  const Grads grads = run(attend, q, k, v, g);
+  torch::NoGradGuard no_grad;
+  const double h = 1e-6;
+  // Elements of the first and of the last row block (rows 0 and 299), and keys every block reads.
+  for (int which = 0; which < 3; ++which)
+    for (const int64_t flat : {int64_t(1), int64_t(4 * 150 + 2), int64_t(4 * 299 + 3)}) {
+      torch::Tensor plus[3] = {q.clone(), k.clone(), v.clone()}, minus[3] = {q.clone(), k.clone(), v.clone()};
+      plus[which].view(-1)[flat] += h;
+      minus[which].view(-1)[flat] -= h;
+      const double numeric = ((attend(plus[0], plus[1], plus[2]) * g).sum().item<double>() -
+                              (attend(minus[0], minus[1], minus[2]) * g).sum().item<double>()) /
+                             (2 * h);
+      const torch::Tensor& analytic = which == 0 ? grads.dq : which == 1 ? grads.dk : grads.dv;
+      EXPECT_NEAR(analytic.view(-1)[flat].item<double>(), numeric, 1e-7) << "tensor " << which << " element " << flat;
+    }
+}
+
+// The kernel's small products (wg/util/blas.h) against ATen's mm, every
+// transposition, float and double, each operand a block inside a wider
+// tensor (its leading dimension larger than its row), as a head's rows lie
+// in packed [rows, heads, head width] tensors; C's neighbours untouched.
+TEST(AttentionCore, GemmWithLeadingDimensionsEqualsMm) {
   ASSERT_TRUE(blas_available());
   torch::manual_seed(4);
   for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
         SCOPED_TRACE(std::string(dtype == torch::kFloat64 ? "double" : "float") + (ta ? " Aᵀ" : " A") + (tb ? " Bᵀ" : " B"));
-        const int64_t batch = 3, m = 5, n = 4, k = 7;
+        const int64_t m = 5, n = 4, k = 7, pad = 3;
         const auto o = torch::TensorOptions().dtype(dtype);
-        const torch::Tensor a = ta ? torch::randn({batch, k, m}, o) : torch::randn({batch, m, k}, o);
-        const torch::Tensor b = tb ? torch::randn({batch, n, k}, o) : torch::randn({batch, k, n}, o);
-        torch::Tensor c = torch::randn({batch, m, n}, o);
-        const torch::Tensor want =
-            0.5 * c + 2.0 * torch::bmm(ta ? a.transpose(1, 2) : a, tb ? b.transpose(1, 2) : b);
+        // Each operand: columns pad .. pad+cols of a wider tensor.
+        const auto inside = [&](int64_t rows, int64_t cols) { return torch::randn({rows, cols + 2 * pad}, o); };
+        const torch::Tensor a_all = ta ? inside(k, m) : inside(m, k), b_all = tb ? inside(n, k) : inside(k, n);
+        torch::Tensor c_all = inside(m, n);
+        const torch::Tensor a = a_all.narrow(1, pad, ta ? m : k), b = b_all.narrow(1, pad, tb ? k : n);
+        const torch::Tensor c_before = c_all.clone();
+        const torch::Tensor want = 0.5 * c_all.narrow(1, pad, n) + 2.0 * torch::mm(ta ? a.t() : a, tb ? b.t() : b);
+        const int64_t lda = a_all.size(1), ldb = b_all.size(1), ldc = c_all.size(1);
         if (dtype == torch::kFloat64)
-          batched_gemm(ta, tb, batch, m, n, k, 2.0, a.data_ptr<double>(), b.data_ptr<double>(), 0.5, c.data_ptr<double>());
+          gemm(ta, tb, m, n, k, 2.0, a.data_ptr<double>(), lda, b.data_ptr<double>(), ldb, 0.5,
+               c_all.narrow(1, pad, n).data_ptr<double>(), ldc);
         else
-          batched_gemm(ta, tb, batch, m, n, k, 2.0f, a.data_ptr<float>(), b.data_ptr<float>(), 0.5f, c.data_ptr<float>());
+          gemm(ta, tb, m, n, k, 2.0f, a.data_ptr<float>(), lda, b.data_ptr<float>(), ldb, 0.5f,
+               c_all.narrow(1, pad, n).data_ptr<float>(), ldc);
+        const torch::Tensor c = c_all.narrow(1, pad, n);
         EXPECT_TRUE(torch::allclose(c, want, 1e-5, 1e-5)) << (c - want).abs().max().item<double>();
+        EXPECT_TRUE(torch::equal(c_all.narrow(1, 0, pad), c_before.narrow(1, 0, pad)));
+        EXPECT_TRUE(torch::equal(c_all.narrow(1, pad + n, pad), c_before.narrow(1, pad + n, pad)));
       }
   }
 }

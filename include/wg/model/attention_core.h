@@ -2,14 +2,15 @@
 // variable-length segments of packed rows (cells), dense, and block-local.
 //
 // On CPU they run this project's kernel (attention_core.cpp): each
-// independent problem (a segment; a chunk of dense sequences) is computed
-// on its own, in parallel over problems, with no padding, and only the
-// per-row log-sum-exp is kept for backward, which recomputes the
+// independent problem (segments of one shape; a chunk of dense sequences)
+// is computed on its own, in parallel over problems, with no padding, its
+// products reading and writing the packed rows in place (BLAS), and only
+// the per-row log-sum-exp is kept for backward, which recomputes the
 // probabilities problem by problem (as flash attention does); dropout masks
-// are drawn from a seed taken from the CPU generator and drawn again in
-// backward. Elsewhere (CUDA) the padded reference runs, through LibTorch's
-// scaled_dot_product_attention where the build has it (flash or
-// memory-efficient kernels), else plain products.
+// are made from a seed taken from the CPU generator, and made again in
+// backward (dropout.h). Elsewhere (CUDA; a process without BLAS) the padded
+// reference runs, through LibTorch's scaled_dot_product_attention where
+// the build has it (flash or memory-efficient kernels), else plain products.
 #pragma once
 
 #include <torch/torch.h>
