@@ -218,9 +218,24 @@ json cpp_phases(const Config& base, const Mode& mode, const std::vector<BuiltBat
   return {{"forward_loss", median(f)}, {"backward", median(b)}, {"clip", median(cl)}, {"optimizer", median(o)}};
 }
 
-// Per piece, nothing recomputed: its forward time (the planner's cost
+// Bytes each piece leaves held after its forward (what it keeps for
+// backward, its output included), summed over its calls in one forward.
+class KeptRecorder : public PieceObserver {
+ public:
+  explicit KeptRecorder(const PlanProbe& probe) : probe_(probe) {}
+  void before(const PieceKey&) override { start_ = probe_.current_bytes(); }
+  void after(const PieceKey& key, const PieceOutput&) override { kept[key.str()] += probe_.current_bytes() - start_; }
+  std::map<std::string, int64_t> kept;
+
+ private:
+  const PlanProbe& probe_;
+  int64_t start_ = 0;
+};
+
+// Per piece: its forward time with nothing recomputed (the planner's cost
 // profile: median of 3 probes of the planning batch) against its forward
-// FLOPs, and so its rate against the sgemm rate; then per section.
+// FLOPs, so its rate against the sgemm rate; and what it keeps for
+// backward with nothing recomputed and under selective (lean). Then per section.
 void print_pieces(const Config& base, const std::vector<std::pair<std::string, torch::Tensor>>& weights,
                   double sgemm_rate) {
   const Config c = bench::with_mode(base, RecomputeMode::None, 1);
@@ -229,25 +244,44 @@ void print_pieces(const Config& base, const std::vector<std::pair<std::string, t
   TrainerProbe probe(t);
   const CostModel costs = profile_costs(probe, 3);
   const ModelFlops flops = model_flops(t.model()->options(), flop_shape(to_model_batch(t.planning_batch(), torch::kCPU)));
+  std::map<std::string, int64_t> kept[2];  // none, selective
+  for (int k = 0; k < 2; ++k) {
+    const RecomputePlan saved = probe.plan();
+    probe.set_plan(resolve_plan(bench::with_mode(base, k == 0 ? RecomputeMode::None : RecomputeMode::Selective, 1)));
+    KeptRecorder recorder(probe);
+    probe.probe(&recorder);
+    probe.set_plan(saved);
+    kept[k] = recorder.kept;
+  }
   std::map<std::string, double> piece_flops;
   for (const auto& [key, f] : flops.pieces) piece_flops[key.str()] += f;
-  std::map<std::string, std::pair<double, double>> sections;  // seconds, FLOPs
-  double total_s = 0, total_f = 0;
-  std::printf("\nforward per piece (nothing recomputed; sgemm %.1f GFLOP/s):\n%-36s %9s %9s %9s %6s\n",
-              sgemm_rate * 1e-9, "piece", "ms", "GFLOP", "GFLOP/s", "sgemm");
+  struct Sum {
+    double seconds = 0, flops = 0;
+    int64_t kept_none = 0, kept_lean = 0;
+  };
+  std::map<std::string, Sum> sections;
+  Sum total;
+  const auto print = [&](const std::string& name, const Sum& v) {
+    std::printf("%-36s %9.2f %9.3f %9.1f %5.0f%% %10.2f %10.2f\n", name.c_str(), v.seconds * 1e3, v.flops * 1e-9,
+                v.flops / v.seconds * 1e-9, 100 * v.flops / v.seconds / sgemm_rate, v.kept_none / kMiB,
+                v.kept_lean / kMiB);
+  };
+  std::printf("\nforward per piece (sgemm %.1f GFLOP/s; kept: held after its forward, output included):\n"
+              "%-36s %9s %9s %9s %6s %10s %10s\n",
+              sgemm_rate * 1e-9, "piece", "ms", "GFLOP", "GFLOP/s", "sgemm", "kept MiB", "selective");
   for (const PieceCost& pc : costs.pieces) {
-    const double f = piece_flops[pc.key.str()], sec = pc.forward_seconds;
-    std::printf("%-36s %9.2f %9.3f %9.1f %5.0f%%\n", pc.key.str().c_str(), sec * 1e3, f * 1e-9, f / sec * 1e-9,
-                100 * f / sec / sgemm_rate);
-    auto& agg = sections[pc.key.section];
-    agg.first += sec, agg.second += f, total_s += sec, total_f += f;
+    const std::string key = pc.key.str();
+    const Sum v{pc.forward_seconds, piece_flops[key], kept[0][key], kept[1][key]};
+    print(key, v);
+    for (Sum* agg : {&sections[pc.key.section], &total}) {
+      agg->seconds += v.seconds, agg->flops += v.flops;
+      agg->kept_none += v.kept_none, agg->kept_lean += v.kept_lean;
+    }
   }
-  std::printf("%-36s %9s %9s %9s %6s\n", "section", "ms", "GFLOP", "GFLOP/s", "sgemm");
-  for (const auto& [name, v] : sections)
-    std::printf("%-36s %9.2f %9.3f %9.1f %5.0f%%\n", name.c_str(), v.first * 1e3, v.second * 1e-9,
-                v.second / v.first * 1e-9, 100 * v.second / v.first / sgemm_rate);
-  std::printf("%-36s %9.2f %9.3f %9.1f %5.0f%%\n", "all pieces", total_s * 1e3, total_f * 1e-9, total_f / total_s * 1e-9,
-              100 * total_f / total_s / sgemm_rate);
+  std::printf("%-36s %9s %9s %9s %6s %10s %10s\n", "section", "ms", "GFLOP", "GFLOP/s", "sgemm", "kept MiB",
+              "selective");
+  for (const auto& [name, v] : sections) print(name, v);
+  print("all pieces", total);
 }
 
 }  // namespace
@@ -280,7 +314,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--out", out, "JSON results")->capture_default_str();
   app.add_flag("--breakdown", breakdown, "also time the C++ step's phases per mode (a separate run)");
-  app.add_flag("--pieces", pieces, "also print each piece's forward time and FLOP rate (C++, nothing recomputed)");
+  app.add_flag("--pieces", pieces, "also print each piece's forward time, FLOP rate and kept memory (none, selective)");
   app.add_option("--trace", trace, "also write a chrome trace (LibTorch's profiler) of 5 C++ steps of the first mode");
   app.add_flag("--no-plot", no_plot, "skip the plot");
   bench::parse_or_exit(app, argc, argv);

@@ -10,6 +10,17 @@
 
 namespace wg {
 
+namespace {
+// The pieces `selective` runs lean (model/saving.h): those whose products
+// can keep only their inputs and outputs, running their norms and
+// activations again in backward: every block piece, and an embed's
+// read-out (its per-channel norms before one grouped product). The other
+// pieces outside blocks (an embed's input, a decoder's coordinate
+// embedding and head) have no norm or activation before a product to
+// leave out.
+bool runs_lean(const PieceKey& p) { return p.in_a_block() || p.kind == PieceKind::Readout; }
+}  // namespace
+
 const char* piece_mode_name(PieceMode mode) {
   switch (mode) {
     case PieceMode::Keep: return "no";
@@ -132,7 +143,7 @@ RecomputePlan resolve_plan(const std::vector<PieceKey>& pieces, const RecomputeC
     switch (sc.mode) {
       case RecomputeMode::None: break;
       case RecomputeMode::Full: mode = PieceMode::Recompute; break;
-      case RecomputeMode::Selective: mode = p.in_a_block() ? PieceMode::Lean : PieceMode::Keep; break;
+      case RecomputeMode::Selective: mode = runs_lean(p) ? PieceMode::Lean : PieceMode::Keep; break;
       case RecomputeMode::EveryN:
         if (block >= 0 && block % sc.every_n == 0) mode = PieceMode::Recompute;
         break;

@@ -536,11 +536,15 @@ TEST_F(ConfigTest, StructuredFormBeatsEveryBooleanEitherWay) {
                 0u)
           << w[0];
       // The plan follows the structured form.
+      // (selective: every block piece and an embed's read-out run lean)
       const RecomputePlan p = resolve_plan(c);
-      for (size_t i = 0; i < p.size(); ++i)
-        if (p.pieces()[i].section == sec.name)
-          EXPECT_EQ(p.mode(i), !value && p.pieces()[i].in_a_block() ? PieceMode::Lean : PieceMode::Keep)
-              << p.pieces()[i].str();
+      for (size_t i = 0; i < p.size(); ++i) {
+        const PieceKey& k = p.pieces()[i];
+        if (k.section == sec.name)
+          EXPECT_EQ(p.mode(i), !value && (k.in_a_block() || k.kind == PieceKind::Readout) ? PieceMode::Lean
+                                                                                           : PieceMode::Keep)
+              << k.str();
+      }
     }
   }
 }
