@@ -10,6 +10,7 @@
 #include "wg/model/flops.h"
 #include "wg/model/model_options.h"
 #include "wg/train/batch_tensors.h"
+#include "wg/train/fused_adamw.h"
 #include "wg/util/autocast.h"
 #include "wg/util/generator_state.h"
 #include "wg/util/memory.h"
@@ -74,7 +75,7 @@ Trainer::Trainer(const Config& config, Dataset data, const RecomputePlan& plan, 
                                             dist->threads_multiple());
     grad_sync_->broadcast_parameters(0);
   }
-  optimizer_ = std::make_unique<torch::optim::AdamW>(
+  optimizer_ = std::make_unique<FusedAdamW>(
       params_, torch::optim::AdamWOptions(schedule_.at(0))
                    .betas({schedule_.beta1_at(0), adam_.beta2})
                    .eps(adam_.eps)

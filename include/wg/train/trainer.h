@@ -135,7 +135,7 @@ class Trainer {
   StepLossNames loss_names_;
   LrSchedule schedule_;
   AdamConstants adam_;
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;  // a FusedAdamW
   std::vector<torch::Tensor> params_;
   std::unique_ptr<WeightAverage> ema_;
   std::unique_ptr<GradSync> grad_sync_;

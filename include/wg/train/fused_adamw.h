@@ -1,0 +1,31 @@
+#pragma once
+// AdamW whose step is one pass over each parameter's memory.
+//
+// torch::optim::AdamW::step runs seven ATen operations per parameter
+// (weight decay, two for each moment, sqrt, divide, add eps, addcdiv), each
+// a pass over the parameter's size and one allocating a temporary. FusedAdamW
+// IS an AdamW: the same options, per-parameter state (AdamWParamState under
+// the same keys, so training_state.h saves and loads it unchanged) and the
+// same update, computed element by element in one parallel loop over
+// (parameter, gradient, exp_avg, exp_avg_sq). A parameter on a GPU, or not a
+// contiguous float32 CPU tensor, takes torch's operations instead. amsgrad
+// is not supported (the trainer never sets it).
+//
+// The update of element i, with step t and the group's lr, betas (β1, β2),
+// eps and weight decay wd, in float:
+//   p ← p · (1 − lr·wd)
+//   m ← β1·m + (1 − β1)·g          v ← β2·v + (1 − β2)·g²
+//   p ← p − (lr / (1 − β1ᵗ)) · m / (√v / √(1 − β2ᵗ) + eps)
+// The result equals torch's within float rounding (the products are not
+// rounded in the same places); it does not depend on the thread count.
+#include <torch/optim/adamw.h>
+
+namespace wg {
+
+class FusedAdamW : public torch::optim::AdamW {
+ public:
+  FusedAdamW(std::vector<torch::Tensor> params, torch::optim::AdamWOptions options);
+  torch::Tensor step(LossClosure closure = nullptr) override;
+};
+
+}  // namespace wg
