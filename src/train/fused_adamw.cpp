@@ -8,7 +8,8 @@
 // - a parameter without a gradient is left alone and gets no state;
 // - the fused loop covers the contiguous float32 CPU parameters of a step
 //   in one parallel loop over all their elements, each element updated by
-//   one thread from its own four values only.
+//   one thread from its own four values only; the tensors it writes have
+//   their version counters bumped, as an in-place operation's would be.
 #include "wg/train/fused_adamw.h"
 
 #include <ATen/Parallel.h>
@@ -128,6 +129,8 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
         torch_update(p, g, s, o, bc1, bc2);
         continue;
       }
+      for (const torch::Tensor* t : {&p, &s.exp_avg(), &s.exp_avg_sq()})  // written below, as in-place ops would
+        t->unsafeGetTensorImpl()->bump_version();
       fused.push_back(Update{p.data_ptr<float>(), g.data_ptr<float>(), s.exp_avg().data_ptr<float>(),
                              s.exp_avg_sq().data_ptr<float>(), p.numel(), float(1 - o.lr() * o.weight_decay()),
                              float(b1), float(1 - b1), float(b2), float(1 - b2), float(std::sqrt(bc2)),

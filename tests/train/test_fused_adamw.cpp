@@ -77,6 +77,9 @@ TEST(FusedAdamW, EqualsTorchsAdamWWithinFloatRounding) {
   }
   // float64 goes through torch's own operations: the same bits
   EXPECT_TRUE(torch::equal(b[3], a[3]));
+  // written in place as torch's in-place operations would: autograd sees
+  // the change (one bump per step)
+  EXPECT_EQ(b[0]._version(), 5u);
   // a parameter without a gradient: untouched, no state
   EXPECT_TRUE(torch::equal(b.back(), init.back()));
   EXPECT_EQ(fused.state().size(), init.size() - 1);
