@@ -1,9 +1,9 @@
 #pragma once
 // AdamW whose step is one pass over each parameter's memory.
 //
-// torch::optim::AdamW::step runs seven ATen operations per parameter
+// torch::optim::AdamW::step runs nine ATen operations per parameter
 // (weight decay, two for each moment, sqrt, divide, add eps, addcdiv), each
-// a pass over the parameter's size and one allocating a temporary. FusedAdamW
+// a pass over the parameter's size, two allocating temporaries. FusedAdamW
 // IS an AdamW: the same options, per-parameter state (AdamWParamState under
 // the same keys, so training_state.h saves and loads it unchanged) and the
 // same update, computed element by element in one parallel loop over
