@@ -9,7 +9,11 @@
 // - the fused loop covers the contiguous float32 CPU parameters of a step
 //   in one parallel loop over all their elements, each element updated by
 //   one thread from its own four values only; the tensors it writes have
-//   their version counters bumped, as an in-place operation's would be.
+//   their version counters bumped, as an in-place operation's would be;
+// - clip_and_step's norm is summed in double over fixed blocks, added in
+//   block order: the same for any thread count; the clip factor scales each
+//   gradient element as it is read (the gradients themselves stay as they
+//   were), which is what torch's clipping in place and then the step give.
 #include "wg/train/fused_adamw.h"
 
 #include <ATen/Parallel.h>
@@ -32,7 +36,7 @@ struct Update {
   float* m;
   float* v;
   int64_t n;
-  float decay, b1, c1, b2, c2, sqrt_bc2, eps, neg_step;
+  float grad_scale, decay, b1, c1, b2, c2, sqrt_bc2, eps, neg_step;
 };
 
 // Elements [begin, end) of one parameter; branch-free so that it vectorises
@@ -45,7 +49,7 @@ inline __attribute__((always_inline)) void update_range(const Update& u, int64_t
   float* __restrict m = u.m;
   float* __restrict v = u.v;
   for (int64_t i = begin; i < end; ++i) {
-    const float gi = g[i];
+    const float gi = g[i] * u.grad_scale;  // (exact when 1)
     const float mi = u.b1 * m[i] + u.c1 * gi;
     const float vi = u.b2 * v[i] + u.c2 * gi * gi;
     m[i] = mi;
@@ -55,31 +59,57 @@ inline __attribute__((always_inline)) void update_range(const Update& u, int64_t
   }
 }
 
+// Σ g² over n elements in double, in a fixed order (eight running sums,
+// then their sum), so the result does not depend on the threads.
+inline __attribute__((always_inline)) double sum_squares(const float* __restrict g, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += double(g[i + j]) * double(g[i + j]);
+  for (; i < n; ++i) acc[i % 8] += double(g[i]) * double(g[i]);
+  double sum = 0;
+  for (double a : acc) sum += a;
+  return sum;
+}
+
 using RangeFn = void (*)(const Update&, int64_t, int64_t);
+using SquaresFn = double (*)(const float*, int64_t);
 __attribute__((target("avx512f"))) void range_avx512(const Update& u, int64_t b, int64_t e) { update_range(u, b, e); }
 __attribute__((target("avx2,fma"))) void range_avx2(const Update& u, int64_t b, int64_t e) { update_range(u, b, e); }
 void range_base(const Update& u, int64_t b, int64_t e) { update_range(u, b, e); }
+__attribute__((target("avx512f"))) double squares_avx512(const float* g, int64_t n) { return sum_squares(g, n); }
+__attribute__((target("avx2,fma"))) double squares_avx2(const float* g, int64_t n) { return sum_squares(g, n); }
+double squares_base(const float* g, int64_t n) { return sum_squares(g, n); }
 
-RangeFn range_fn() {
-  static const RangeFn chosen = [] {
+// 0: AVX-512, 1: AVX2 with FMA, 2: the baseline; decided once.
+int isa() {
+  static const int chosen = [] {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return RangeFn(range_avx512);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return RangeFn(range_avx2);
-    return RangeFn(range_base);
+    if (__builtin_cpu_supports("avx512f")) return 0;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
+    return 2;
   }();
   return chosen;
+}
+RangeFn range_fn() { return isa() == 0 ? range_avx512 : isa() == 1 ? range_avx2 : range_base; }
+SquaresFn squares_fn() { return isa() == 0 ? squares_avx512 : isa() == 1 ? squares_avx2 : squares_base; }
+
+constexpr int64_t kNormBlock = 8192;  // elements of one partial sum of the gradient norm
+
+bool cpu_float(const torch::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous() && !t.is_sparse();
 }
 
 bool fusable(const torch::Tensor& p, const torch::Tensor& g, const torch::optim::AdamWParamState& s) {
   for (const torch::Tensor* t : {&p, &g, &s.exp_avg(), &s.exp_avg_sq()})
-    if (!t->device().is_cpu() || t->scalar_type() != torch::kFloat || !t->is_contiguous() || t->is_sparse())
-      return false;
+    if (!cpu_float(*t)) return false;
   return g.numel() == p.numel() && s.exp_avg().numel() == p.numel() && s.exp_avg_sq().numel() == p.numel();
 }
 
 // torch::optim::AdamW's own operations, for what the loop does not take.
-void torch_update(torch::Tensor& p, const torch::Tensor& g, torch::optim::AdamWParamState& s,
+void torch_update(torch::Tensor& p, const torch::Tensor& g_in, double grad_scale, torch::optim::AdamWParamState& s,
                   const torch::optim::AdamWOptions& o, double bc1, double bc2) {
+  const torch::Tensor g = grad_scale == 1 ? g_in : g_in * grad_scale;
   const auto [b1, b2] = o.betas();
   if (o.weight_decay() != 0) p.mul_(1 - o.lr() * o.weight_decay());
   s.exp_avg().mul_(b1).add_(g, 1 - b1);
@@ -97,12 +127,57 @@ FusedAdamW::FusedAdamW(std::vector<torch::Tensor> params, torch::optim::AdamWOpt
 }
 
 torch::Tensor FusedAdamW::step(LossClosure closure) {
-  torch::NoGradGuard no_grad;
   torch::Tensor loss;
   if (closure) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
   }
+  step_scaled(1.0);
+  return loss;
+}
+
+std::vector<torch::Tensor> FusedAdamW::grads() {
+  std::vector<torch::Tensor> out;
+  for (auto& group : param_groups())
+    for (auto& p : group.params())
+      if (p.grad().defined()) out.push_back(p.grad());
+  return out;
+}
+
+double FusedAdamW::clip_and_step(double max_norm) {
+  const std::vector<torch::Tensor> gs = grads();
+  if (!std::all_of(gs.begin(), gs.end(), cpu_float)) {  // torch's clipping, then the step
+    std::vector<torch::Tensor> with_grad;
+    for (auto& group : param_groups())
+      for (auto& p : group.params())
+        if (p.grad().defined()) with_grad.push_back(p);
+    const double norm = torch::nn::utils::clip_grad_norm_(with_grad, max_norm);
+    step_scaled(1.0);
+    return norm;
+  }
+  // Partial sums over blocks of kNormBlock elements, in parallel, then
+  // added in block order.
+  std::vector<std::pair<size_t, int64_t>> blocks;  // (gradient, first element)
+  for (size_t k = 0; k < gs.size(); ++k)
+    for (int64_t at = 0; at < gs[k].numel(); at += kNormBlock) blocks.emplace_back(k, at);
+  std::vector<double> partial(blocks.size());
+  const SquaresFn fn = squares_fn();
+  at::parallel_for(0, int64_t(blocks.size()), std::max<int64_t>(1, kGrain / kNormBlock), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const auto [k, first] = blocks[size_t(b)];
+      partial[size_t(b)] = fn(gs[k].data_ptr<float>() + first, std::min(kNormBlock, gs[k].numel() - first));
+    }
+  });
+  double sum = 0;
+  for (const double x : partial) sum += x;
+  const double norm = std::sqrt(sum);
+  const double coef = max_norm / (norm + 1e-6);  // as torch: applied when below 1 (not for a NaN norm)
+  step_scaled(coef < 1 ? coef : 1.0);
+  return norm;
+}
+
+void FusedAdamW::step_scaled(double grad_scale) {
+  torch::NoGradGuard no_grad;
   std::vector<Update> fused;
   std::vector<int64_t> starts{0};  // fused[k] covers elements [starts[k], starts[k + 1]) of the loop
   for (auto& group : param_groups()) {
@@ -126,13 +201,14 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       const double bc1 = 1 - std::pow(b1, double(s.step()));
       const double bc2 = 1 - std::pow(b2, double(s.step()));
       if (!fusable(p, g, s)) {
-        torch_update(p, g, s, o, bc1, bc2);
+        torch_update(p, g, grad_scale, s, o, bc1, bc2);
         continue;
       }
       for (const torch::Tensor* t : {&p, &s.exp_avg(), &s.exp_avg_sq()})  // written below, as in-place ops would
         t->unsafeGetTensorImpl()->bump_version();
       fused.push_back(Update{p.data_ptr<float>(), g.data_ptr<float>(), s.exp_avg().data_ptr<float>(),
-                             s.exp_avg_sq().data_ptr<float>(), p.numel(), float(1 - o.lr() * o.weight_decay()),
+                             s.exp_avg_sq().data_ptr<float>(), p.numel(), float(grad_scale),
+                             float(1 - o.lr() * o.weight_decay()),
                              float(b1), float(1 - b1), float(b2), float(1 - b2), float(std::sqrt(bc2)),
                              float(o.eps()), float(-o.lr() / bc1)});
       starts.push_back(starts.back() + p.numel());
@@ -148,7 +224,6 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       at = stop;
     }
   });
-  return loss;
 }
 
 }  // namespace wg

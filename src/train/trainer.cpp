@@ -10,7 +10,6 @@
 #include "wg/model/flops.h"
 #include "wg/model/model_options.h"
 #include "wg/train/batch_tensors.h"
-#include "wg/train/fused_adamw.h"
 #include "wg/util/autocast.h"
 #include "wg/util/generator_state.h"
 #include "wg/util/memory.h"
@@ -22,8 +21,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// clip_grad_norm_ also measures the norm; without clipping it is called with
-// a bound no gradient norm reaches.
+// Clipping also measures the norm; without clipping it is asked for a bound
+// no gradient norm reaches.
 constexpr double kNoClipping = 1e30;
 
 WeatherModel seeded_model(const Config& config, const ModelOptions& options, const torch::Device& device) {
@@ -177,10 +176,9 @@ bool Trainer::attempt_step(const ModelBatch& batch, StepMetrics& m, std::string&
 }
 
 void Trainer::optimizer_step(StepMetrics& m) {
-  m.grad_norm = torch::nn::utils::clip_grad_norm_(params_, config_.grad_clip > 0 ? config_.grad_clip : kNoClipping);
   for (auto& group : optimizer_->param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(m.lr).betas({schedule_.beta1_at(m.step), adam_.beta2});
-  optimizer_->step();
+  m.grad_norm = optimizer_->clip_and_step(config_.grad_clip > 0 ? config_.grad_clip : kNoClipping);
 }
 
 StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {

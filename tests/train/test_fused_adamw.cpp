@@ -6,6 +6,9 @@
 
 #include <c10/util/string_utils.h>
 
+#include <cmath>
+#include <limits>
+
 #include "wg/train/fused_adamw.h"
 
 namespace wg {
@@ -121,6 +124,64 @@ TEST(FusedAdamW, LoadedStateContinuesAsTheUninterruptedRun) {
   second.step();
   for (size_t i = 0; i + 1 < init.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
   EXPECT_EQ(state_of(second, b[0]).step(), 6);
+}
+
+// Float32 parameters only (clip_and_step's own pass needs every gradient
+// on it), one of them large enough for several norm blocks and tasks.
+std::vector<torch::Tensor> float_params() {
+  torch::manual_seed(5);
+  std::vector<torch::Tensor> ps{torch::randn({300, 257}), torch::randn({257}), torch::randn({1})};
+  for (auto& p : ps) p.set_requires_grad(true);
+  return ps;
+}
+
+TEST(FusedAdamW, ClipAndStepEqualsTorchsClipThenStep) {
+  for (const double max_norm : {0.5, 1e30}) {  // clipping, and a bound no norm reaches
+    SCOPED_TRACE(max_norm);
+    const auto init = float_params();
+    auto a = clone(init), b = clone(init);
+    torch::optim::AdamW reference(a, options());
+    FusedAdamW fused(b, options());
+    for (int k = 0; k < 3; ++k) {
+      set_grads(a, k);
+      set_grads(b, k);
+      const torch::Tensor g0 = b[0].grad().clone();
+      const double want = torch::nn::utils::clip_grad_norm_(a, max_norm);
+      reference.step();
+      const double got = fused.clip_and_step(max_norm);
+      EXPECT_NEAR(got, want, 1e-6 * want);
+      EXPECT_GT(got, 1.0);  // the gradients' norm is far above 0.5: the first case clips
+      EXPECT_TRUE(torch::equal(b[0].grad(), g0));  // read scaled, left as they were
+    }
+    for (size_t i = 0; i + 1 < init.size(); ++i) EXPECT_TRUE(torch::allclose(b[i], a[i], 1e-6, 1e-7)) << i;
+  }
+}
+
+TEST(FusedAdamW, ClipAndStepIsTheSameForOneAndTwoThreads) {
+  const auto init = float_params();
+  const int threads = at::get_num_threads();
+  auto one = clone(init), two = clone(init);
+  FusedAdamW a(one, options()), b(two, options());
+  double norms[2][3];
+  for (int t = 0; t < 2; ++t) {
+    at::set_num_threads(t + 1);
+    for (int k = 0; k < 3; ++k) {
+      set_grads(t == 0 ? one : two, k);
+      norms[t][k] = (t == 0 ? a : b).clip_and_step(0.5);
+    }
+  }
+  at::set_num_threads(threads);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(norms[0][k], norms[1][k]) << k;
+  for (size_t i = 0; i < init.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << i;
+}
+
+TEST(FusedAdamW, ANonFiniteGradientGivesANonFiniteNormAndIsNotScaled) {
+  auto ps = float_params();
+  FusedAdamW opt(ps, options());
+  set_grads(ps, 0);
+  ps[1].mutable_grad()[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(opt.clip_and_step(0.5)));
+  EXPECT_TRUE(torch::isnan(ps[1][3]).item<bool>());
 }
 
 TEST(FusedAdamW, RefusesAmsgrad) {

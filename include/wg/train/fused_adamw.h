@@ -18,6 +18,13 @@
 //   p ← p − (lr / (1 − β1ᵗ)) · m / (√v / √(1 − β2ᵗ) + eps)
 // The result equals torch's within float rounding (the products are not
 // rounded in the same places); it does not depend on the thread count.
+//
+// clip_and_step folds gradient-norm clipping into the same pass: the norm
+// of all gradients in one parallel pass (summed in double), then the step
+// with every gradient read scaled by max_norm / (norm + 1e-6) when that is
+// below 1, as torch::nn::utils::clip_grad_norm_ followed by step() (the
+// gradients are left unscaled). Where a gradient is not a contiguous
+// float32 CPU tensor, it runs exactly those two instead.
 #include <torch/optim/adamw.h>
 
 namespace wg {
@@ -26,6 +33,14 @@ class FusedAdamW : public torch::optim::AdamW {
  public:
   FusedAdamW(std::vector<torch::Tensor> params, torch::optim::AdamWOptions options);
   torch::Tensor step(LossClosure closure = nullptr) override;
+  // Clips the gradients' global L2 norm to max_norm and steps; returns the
+  // norm before clipping (NaN or inf when a gradient is not finite, then
+  // nothing is scaled, as torch does).
+  double clip_and_step(double max_norm);
+
+ private:
+  void step_scaled(double grad_scale);
+  std::vector<torch::Tensor> grads();
 };
 
 }  // namespace wg

@@ -31,6 +31,7 @@
 #include "wg/plan/recompute_plan.h"
 #include "wg/telemetry/step_metrics.h"
 #include "wg/train/ema.h"
+#include "wg/train/fused_adamw.h"
 #include "wg/train/loss.h"
 #include "wg/train/lr_schedule.h"
 
@@ -108,7 +109,7 @@ class Trainer {
   const GradSync* grad_sync() const { return grad_sync_.get(); }
   const Dataset& dataset() const { return dataset_; }
   WeatherModel& model() { return model_; }
-  torch::optim::AdamW& optimizer() { return *optimizer_; }
+  FusedAdamW& optimizer() { return *optimizer_; }
   const LrSchedule& schedule() const { return schedule_; }
   // The weight average (null without validate_with_ema).
   WeightAverage* weight_average() { return ema_.get(); }
@@ -135,7 +136,7 @@ class Trainer {
   StepLossNames loss_names_;
   LrSchedule schedule_;
   AdamConstants adam_;
-  std::unique_ptr<torch::optim::AdamW> optimizer_;  // a FusedAdamW
+  std::unique_ptr<FusedAdamW> optimizer_;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<WeightAverage> ema_;
   std::unique_ptr<GradSync> grad_sync_;
