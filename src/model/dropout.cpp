@@ -17,6 +17,8 @@
 #include <cmath>
 #include <mutex>
 
+#include "wg/util/vector_isa.h"
+
 namespace wg {
 namespace {
 
@@ -39,8 +41,7 @@ uint64_t keep_threshold(double p) { return uint64_t(std::ldexp(1.0 - p, 32)); }
 // out, or in place. Written branch-free and without aliasing (the in-place
 // form has one pointer) so that they vectorise; compiled three times, for
 // AVX-512 with AVX512DQ (which multiplies 64-bit lanes), for AVX2 and for
-// the baseline, and the best the CPU supports is chosen once (by feature,
-// not CPU model: a VM often names no model).
+// the baseline, and the best the CPU supports is chosen (wg/util/vector_isa.h).
 template <typename T>
 inline __attribute__((always_inline)) T keep(uint64_t seed, int64_t j, uint32_t threshold, T scale) {
   return uint32_t(draw(seed, uint64_t(j)) >> 32) < threshold ? scale : T(0);
@@ -73,13 +74,12 @@ WG_MASK_RANGE(mask_range_base, )
 
 template <typename T>
 MaskFn<T> mask_range() {
-  static const MaskFn<T> chosen = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512dq")) return MaskFn<T>(mask_range_avx512<T>);
-    if (__builtin_cpu_supports("avx2")) return MaskFn<T>(mask_range_avx2<T>);
-    return MaskFn<T>(mask_range_base<T>);
-  }();
-  return chosen;
+  switch (vector_isa()) {
+    case VectorIsa::Avx512: return mask_range_avx512<T>;
+    case VectorIsa::Avx2: return mask_range_avx2<T>;
+    case VectorIsa::Base: break;
+  }
+  return mask_range_base<T>;
 }
 
 template <typename T>

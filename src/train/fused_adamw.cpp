@@ -24,6 +24,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "wg/util/vector_isa.h"
+
 namespace wg {
 namespace {
 
@@ -42,7 +44,8 @@ struct Update {
 // Elements [begin, end) of one parameter; branch-free so that it vectorises
 // (the file is compiled without errno for sqrt, and without FMA contraction
 // so that vector and scalar iterations round alike), compiled three times, for
-// AVX-512, AVX2 with FMA and the baseline, the best the CPU has chosen once.
+// AVX-512, AVX2 with FMA and the baseline, the best the CPU has chosen
+// (wg/util/vector_isa.h).
 inline __attribute__((always_inline)) void update_range(const Update& u, int64_t begin, int64_t end) {
   float* __restrict p = u.p;
   const float* __restrict g = u.g;
@@ -81,18 +84,22 @@ __attribute__((target("avx512f"))) double squares_avx512(const float* g, int64_t
 __attribute__((target("avx2,fma"))) double squares_avx2(const float* g, int64_t n) { return sum_squares(g, n); }
 double squares_base(const float* g, int64_t n) { return sum_squares(g, n); }
 
-// 0: AVX-512, 1: AVX2 with FMA, 2: the baseline; decided once.
-int isa() {
-  static const int chosen = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return 0;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
-    return 2;
-  }();
-  return chosen;
+RangeFn range_fn() {
+  switch (vector_isa()) {
+    case VectorIsa::Avx512: return range_avx512;
+    case VectorIsa::Avx2: return range_avx2;
+    case VectorIsa::Base: break;
+  }
+  return range_base;
 }
-RangeFn range_fn() { return isa() == 0 ? range_avx512 : isa() == 1 ? range_avx2 : range_base; }
-SquaresFn squares_fn() { return isa() == 0 ? squares_avx512 : isa() == 1 ? squares_avx2 : squares_base; }
+SquaresFn squares_fn() {
+  switch (vector_isa()) {
+    case VectorIsa::Avx512: return squares_avx512;
+    case VectorIsa::Avx2: return squares_avx2;
+    case VectorIsa::Base: break;
+  }
+  return squares_base;
+}
 
 constexpr int64_t kNormBlock = 8192;  // elements of one partial sum of the gradient norm
 
@@ -136,22 +143,20 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   return loss;
 }
 
-std::vector<torch::Tensor> FusedAdamW::grads() {
+std::vector<torch::Tensor> FusedAdamW::params_with_grad() {
   std::vector<torch::Tensor> out;
   for (auto& group : param_groups())
     for (auto& p : group.params())
-      if (p.grad().defined()) out.push_back(p.grad());
+      if (p.grad().defined()) out.push_back(p);
   return out;
 }
 
 double FusedAdamW::clip_and_step(double max_norm) {
-  const std::vector<torch::Tensor> gs = grads();
+  const std::vector<torch::Tensor> ps = params_with_grad();
+  std::vector<torch::Tensor> gs;
+  for (const auto& p : ps) gs.push_back(p.grad());
   if (!std::all_of(gs.begin(), gs.end(), cpu_float)) {  // torch's clipping, then the step
-    std::vector<torch::Tensor> with_grad;
-    for (auto& group : param_groups())
-      for (auto& p : group.params())
-        if (p.grad().defined()) with_grad.push_back(p);
-    const double norm = torch::nn::utils::clip_grad_norm_(with_grad, max_norm);
+    const double norm = torch::nn::utils::clip_grad_norm_(ps, max_norm);
     step_scaled(1.0);
     return norm;
   }

@@ -40,7 +40,7 @@ class FusedAdamW : public torch::optim::AdamW {
 
  private:
   void step_scaled(double grad_scale);
-  std::vector<torch::Tensor> grads();
+  std::vector<torch::Tensor> params_with_grad();
 };
 
 }  // namespace wg
