@@ -24,17 +24,12 @@ Prelude SelfAttentionImpl::pre_norm(const torch::Tensor& aux, Saving saving) {
   return lnorm_ ? lnorm_->prelude(aux, saving) : layer_norm_prelude(o_.norm_eps);
 }
 
-std::array<torch::Tensor, 3> SelfAttentionImpl::qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
-  const torch::Tensor y = fused_linear(x, pre_norm(aux, saving), {proj_heads_q->weight, proj_heads_k->weight, proj_heads_v->weight},
-                                       {}, saving);  // [..., 3·H·dh]
-  const int64_t inner = o_.num_heads * o_.dim_head;
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
-  shape.push_back(o_.num_heads);
-  shape.push_back(o_.dim_head);
-  // split, not narrow: its backward concatenates the three gradients, where
-  // each narrow's would zero-fill a gradient of the whole fused width.
-  const auto parts = y.split(inner, -1);
-  return {parts[0].view(shape), parts[1].view(shape), parts[2].view(shape)};
+Projections SelfAttentionImpl::qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
+  // q, k and v side by side: the core reads them there and gives their
+  // gradients as one tensor (no split whose backward concatenates).
+  return Projections::self(fused_linear(x, pre_norm(aux, saving),
+                                        {proj_heads_q->weight, proj_heads_k->weight, proj_heads_v->weight}, {}, saving),
+                           o_.num_heads);  // [..., 3·H·dh]
 }
 
 QkNorm SelfAttentionImpl::qk_norm(Saving saving) const {
@@ -42,9 +37,9 @@ QkNorm SelfAttentionImpl::qk_norm(Saving saving) const {
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
-  const auto [q, k, v] = qkv(x, aux, saving);
-  torch::Tensor o = o_.block > 0 ? block_local_attention(q, k, v, o_.block, qk_norm(saving))
-                                 : dense_attention(q, k, v, o_.dropout, is_training(), qk_norm(saving));
+  const Projections p = qkv(x, aux, saving);
+  torch::Tensor o = o_.block > 0 ? block_local_attention(p, o_.block, qk_norm(saving))
+                                 : dense_attention(p, o_.dropout, is_training(), qk_norm(saving));
   o = o.flatten(-2, -1);
   if (o_.block > 0 && o_.dropout > 0) o = wg::dropout(o, o_.dropout, is_training());
   const torch::Tensor out = proj_out(o);
@@ -53,8 +48,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
 
 torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const VarlenSegments& seg,
                                                 const torch::Tensor& aux, Saving saving) {
-  const auto [q, k, v] = qkv(x, aux, saving);
-  const torch::Tensor o = varlen_attention(q, k, v, seg, o_.dropout, is_training(), qk_norm(saving));
+  const torch::Tensor o = varlen_attention(qkv(x, aux, saving), seg, o_.dropout, is_training(), qk_norm(saving));
   const torch::Tensor out = proj_out(o.flatten(-2, -1));
   return o_.with_residual ? out + x : out;
 }
@@ -84,17 +78,16 @@ CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& options) : o_(opt
 
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch::Tensor& x_kv, const VarlenSegments& seg,
                                           const torch::Tensor& aux, Saving saving) {
-  const int64_t H = o_.num_heads, dh = o_.dim_head, inner = H * dh;
+  const int64_t H = o_.num_heads;
   const double eps = o_.norm_eps;
   const Prelude pre_kv = layer_norm_prelude(eps);
   const Prelude pre_q = lnorm_in_q_ada_ ? lnorm_in_q_ada_->prelude(aux, saving) : pre_kv;
+  // k and v side by side, q on its own: the core reads them there (see SelfAttention's qkv).
   const torch::Tensor kv = fused_linear(x_kv, pre_kv, {proj_heads_k->weight, proj_heads_v->weight}, {}, saving);
-  const auto parts = kv.split(inner, -1);  // (split: see qkv)
-  const torch::Tensor k = parts[0].view({-1, H, dh}), v = parts[1].view({-1, H, dh});
   const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, saving == Saving::Lean};
   const auto attend = [&](const torch::Tensor& rows, const torch::Tensor& weight) {  // -> [R, H·dh]
-    const torch::Tensor q = fused_linear(rows, pre_q, {weight}, {}, saving).view({-1, H, dh});
-    return varlen_attention(q, k, v, seg, o_.dropout, is_training(), qk_norm).flatten(-2, -1);
+    const torch::Tensor q = fused_linear(rows, pre_q, {weight}, {}, saving);
+    return varlen_attention(Projections::cross(q, kv, H), seg, o_.dropout, is_training(), qk_norm).flatten(-2, -1);
   };
   torch::Tensor out;
   if (o_.sliced_q) {  // x_q [R, slices, d]: every slot attends with its own projection (rows normed one by one)

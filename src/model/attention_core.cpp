@@ -7,12 +7,17 @@
 //   sequences; problems share no query, key or output row, so they run in
 //   parallel and write their results without locks, and they are formed
 //   without regard to the thread count: the result does not depend on it;
-// - every product reads its operands and writes its result where they lie
-//   in the [R, H, dh] row tensors (BLAS with the row stride as leading
-//   dimension): no rows gathered or scattered, and outputs zero-filled only
-//   when some rows lie in no problem;
-// - forward keeps q, k, v, the output and the log-sum-exp of each score row
-//   ([Rq, H]); backward recomputes the probabilities from them;
+// - q, k and v are column blocks ("slots") of row tensors ("sources", [R,
+//   W]): the fused projections as the layers made them; every product
+//   reads its operands and writes its result where they lie (BLAS with the
+//   row stride as leading dimension): no rows gathered or scattered, and
+//   outputs zero-filled only when some rows lie in no problem; backward
+//   gives one gradient per source, each slot's columns written in place;
+// - the q/k norm (head_norm.h) reads q and k in their slots and writes its
+//   backward into them;
+// - forward keeps the sources, the output and the log-sum-exp of each
+//   score row ([Rq, H]), and, normed and not lean, the normed q and k;
+//   backward recomputes the probabilities from them;
 // - with dropout, problem i's keep-mask is made from the seed (seed, i)
 //   (dropout.h); seed is drawn once per call from the CPU generator, so a
 //   recomputed piece (its generator states restored) draws the same masks;
@@ -21,13 +26,13 @@
 #include "wg/model/attention_core.h"
 
 #include "wg/model/dropout.h"
+#include "wg/model/head_norm.h"
 #include "wg/model/norms.h"
 #include "wg/util/blas.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
-#include <torch/version.h>
 
 #include <omp.h>
 
@@ -35,8 +40,8 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
-#include <limits>
 #include <map>
+#include <tuple>
 #include <utility>
 
 namespace wg {
@@ -45,36 +50,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-// ---- the reference ------------------------------------------------------------
-
-torch::Tensor softmax_attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                             const torch::Tensor& key_mask, double dropout, bool training) {
-  // q [.., H, Lq, dh], k v [.., H, Lk, dh]
-  const double scale = 1.0 / std::sqrt(double(q.size(-1)));
-  torch::Tensor s = torch::matmul(q, k.transpose(-2, -1)) * scale;
-  if (key_mask.defined()) s = s.masked_fill(key_mask, kNegInf);
-  torch::Tensor p = torch::softmax(s, -1);
-  if (dropout > 0 && training) p = torch::dropout(p, dropout, true);
-  return torch::matmul(p, v);
-}
-
-// q, k, v [.., H, L, dh] on a device with scaled_dot_product_attention (LibTorch 2):
-// flash or memory-efficient kernels; key_mask true = masked out.
-torch::Tensor device_attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            const torch::Tensor& key_mask, double dropout, bool training) {
-#if TORCH_VERSION_MAJOR >= 2
-  const std::optional<at::Tensor> keep =
-      key_mask.defined() ? std::optional<at::Tensor>(key_mask.logical_not()) : std::nullopt;
-  return at::scaled_dot_product_attention(q, k, v, keep, training ? dropout : 0.0, false);
-#else
-  return softmax_attend(q, k, v, key_mask, dropout, training);
-#endif
-}
-
-// ---- the CPU kernel -------------------------------------------------------------
 
 // A problem: sequences of one shape, lq query and lk key rows each, in
 // [R, H, dh] row tensors: sequence j's query rows start at row q_first[j],
@@ -142,16 +117,9 @@ c10::intrusive_ptr<Problems> dense_problems(int64_t B, int64_t L, int64_t H, int
   return out;
 }
 
-// t [R, H, dh] detached, as the kernel reads it: rows may be strided (q, k
-// and v cut from one fused projection), each row's [H, dh] contiguous.
-torch::Tensor rows_of(const torch::Tensor& t) {
-  const torch::Tensor d = t.detach();
-  return d.stride(2) == 1 && d.stride(1) == d.size(2) ? d : d.contiguous();
-}
-
-// Head h of row r of a [R, H, dh] row tensor (rows_of's layout): the
-// [rows, dh] matrix of one sequence and head starts at at(first row, h),
-// its rows ld apart.
+// Head h of row r of packed rows: the [rows, dh] matrix of one sequence
+// and head starts at at(first row, h), its rows ld apart (q, k and v may
+// be column blocks of one fused projection's rows).
 template <typename T>
 struct Rows {
   T* data;
@@ -159,8 +127,8 @@ struct Rows {
   T* at(int64_t row, int64_t h) const { return data + row * ld + h * dh; }
 };
 template <typename T>
-Rows<T> rows_view(const torch::Tensor& t) {
-  return {t.data_ptr<T>(), t.stride(0), t.size(2)};
+Rows<T> rows_view(const torch::Tensor& t) {  // t [R, H, dh] contiguous
+  return {t.data_ptr<T>(), t.size(1) * t.size(2), t.size(2)};
 }
 
 // c = alpha · op(a) · op(b) + beta · c, row-major with leading dimensions,
@@ -331,82 +299,146 @@ void backward_problem(const Problem& pr, const Rows<T>& Q, const Rows<T>& K, con
   });
 }
 
-// [R, H, dh] rows for an output or gradient every problem writes whole, or zeros when some rows are left out.
-torch::Tensor output_rows(const torch::Tensor& like, const Problems& problems) {
-  const auto options = like.options().memory_format(at::MemoryFormat::Contiguous);
-  return problems.covers_all ? torch::empty(like.sizes(), options) : torch::zeros(like.sizes(), options);
+// Where q, k or v lies: the columns [col, col + H·dh) of source src's
+// rows ([R, W], the columns contiguous).
+struct Slot {
+  size_t src = 0;
+  int64_t col = 0;
+};
+
+// One call of the kernel: which rows attend to which, where q, k and v
+// lie, and what is done to them.
+struct Call : torch::CustomClassHolder {
+  c10::intrusive_ptr<Problems> problems;
+  Slot q, k, v;
+  int64_t heads = 0, dh = 0;
+  double dropout = 0, qk_norm_eps = 0;
+  bool lean = false;  // with the q/k norm: keep the sources only, norm again in backward
+  bool norms() const { return qk_norm_eps > 0; }
+};
+
+template <typename T>
+Rows<T> slot_rows(const torch::Tensor& source, const Slot& s, int64_t dh) {
+  return {source.data_ptr<T>() + s.col, source.stride(0), dh};
 }
 
-// q, k, v [R, H, dh] rows; the problems say which rows attend to which.
+// q or k normed per head ([R, H, dh] contiguous) with its rows' rstd [R, H].
+struct Normed {
+  torch::Tensor rows, rstd;
+};
+Normed norm_slot(const torch::Tensor& source, const Slot& s, const Call& c) {
+  const int64_t R = source.size(0);
+  Normed n{torch::empty({R, c.heads, c.dh}, source.options()), torch::empty({R, c.heads}, source.options())};
+  AT_DISPATCH_FLOATING_TYPES(source.scalar_type(), "head norm", [&] {
+    head_norm_forward(source.data_ptr<scalar_t>() + s.col, source.stride(0), R, c.heads, c.dh, c.qk_norm_eps,
+                      n.rows.data_ptr<scalar_t>(), n.rstd.data_ptr<scalar_t>());
+  });
+  return n;
+}
+
+// A gradient every problem writes whole, or zeros when some rows lie in no problem.
+torch::Tensor written_whole(at::IntArrayRef sizes, const torch::TensorOptions& options, bool whole) {
+  return whole ? torch::empty(sizes, options) : torch::zeros(sizes, options);
+}
+
+// Inputs: the sources ([R, W] rows, each column block of H·dh a slot);
+// output [Rq, H, dh]. Keeps the sources, the output, each row's
+// log-sum-exp and (q/k norm, not lean) the normed q and k; backward
+// returns one gradient per source, q, k and v written into their columns.
 struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
-                               const torch::Tensor& v_in, const c10::intrusive_ptr<Problems>& problems,
-                               double dropout, double qk_norm_eps) {
-    const bool norm = qk_norm_eps > 0;
-    const torch::Tensor q = norm ? plain_layer_norm(q_in.detach(), qk_norm_eps) : rows_of(q_in);
-    const torch::Tensor k = norm ? plain_layer_norm(k_in.detach(), qk_norm_eps) : rows_of(k_in);
-    const torch::Tensor v = rows_of(v_in);
-    const int64_t H = q.size(1);
-    const double scale = 1.0 / std::sqrt(double(q.size(-1)));
-    torch::Tensor out = output_rows(q, *problems);
-    torch::Tensor lse = torch::empty({q.size(0), H}, q.options());  // rows in no problem are never read
-    const uint64_t seed = dropout > 0 ? draw_dropout_seed() : 0;
-    const std::vector<Problem>& list = problems->list;
-    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "attention forward", [&] {
-      const Rows<scalar_t> Q = rows_view<scalar_t>(q), K = rows_view<scalar_t>(k), V = rows_view<scalar_t>(v),
-                           O = rows_view<scalar_t>(out);
+  static torch::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Call>& call, at::TensorList sources) {
+    const Call& c = *call;
+    const torch::Tensor &qs = sources[c.q.src], &ks = sources[c.k.src], &vs = sources[c.v.src];
+    const int64_t H = c.heads, dh = c.dh, Rq = qs.size(0);
+    const double scale = 1.0 / std::sqrt(double(dh));
+    Normed qn, kn;
+    if (c.norms()) {
+      qn = norm_slot(qs, c.q, c);
+      kn = norm_slot(ks, c.k, c);
+    }
+    torch::Tensor out = written_whole({Rq, H, dh}, qs.options(), c.problems->covers_all);
+    torch::Tensor lse = torch::empty({Rq, H}, qs.options());  // rows in no problem are never read
+    const uint64_t seed = c.dropout > 0 ? draw_dropout_seed() : 0;
+    const std::vector<Problem>& list = c.problems->list;
+    AT_DISPATCH_FLOATING_TYPES(qs.scalar_type(), "attention forward", [&] {
+      const Rows<scalar_t> Q = c.norms() ? rows_view<scalar_t>(qn.rows) : slot_rows<scalar_t>(qs, c.q, dh),
+                           K = c.norms() ? rows_view<scalar_t>(kn.rows) : slot_rows<scalar_t>(ks, c.k, dh),
+                           V = slot_rows<scalar_t>(vs, c.v, dh), O = rows_view<scalar_t>(out);
       scalar_t* l = lse.data_ptr<scalar_t>();
       for_each_problem(int64_t(list.size()), [&](int64_t i) {
-        forward_problem(list[size_t(i)], Q, K, V, O, l, H, scalar_t(scale), dropout, problem_seed(seed, i), q.options());
+        forward_problem(list[size_t(i)], Q, K, V, O, l, H, scalar_t(scale), c.dropout, problem_seed(seed, i),
+                        qs.options());
       });
     });
-    if (norm)  // q and k are normed again in backward from the rows they came from
-      ctx->save_for_backward({rows_of(q_in), rows_of(k_in), v, out, lse});
-    else
-      ctx->save_for_backward({q, k, v, out, lse});
-    ctx->saved_data["problems"] = c10::IValue::make_capsule(problems);
-    ctx->saved_data["dropout"] = dropout;
-    ctx->saved_data["qk_norm_eps"] = qk_norm_eps;
+    variable_list keep(sources.begin(), sources.end());
+    keep.insert(keep.end(), {out, lse});
+    if (c.norms() && !c.lean) keep.insert(keep.end(), {qn.rows, qn.rstd, kn.rows, kn.rstd});
+    ctx->save_for_backward(keep);
+    ctx->saved_data["call"] = c10::IValue::make_capsule(call);
     ctx->saved_data["seed"] = int64_t(seed);
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &v = saved[2], &out = saved[3], &lse = saved[4];
-    const double qk_norm_eps = ctx->saved_data["qk_norm_eps"].toDouble();
-    torch::Tensor q = saved[0], k = saved[1];
-    LayerNormRun q_norm, k_norm;  // the norms of q and k again, with the stats their backward reads
-    if (qk_norm_eps > 0) {
-      q_norm = layer_norm_run(saved[0], qk_norm_eps);
-      k_norm = layer_norm_run(saved[1], qk_norm_eps);
-      q = q_norm.out;
-      k = k_norm.out;
-    }
-    const auto problems = c10::static_intrusive_pointer_cast<Problems>(ctx->saved_data["problems"].toCapsule());
-    const double dropout = ctx->saved_data["dropout"].toDouble();
+    const auto call = c10::static_intrusive_pointer_cast<Call>(ctx->saved_data["call"].toCapsule());
+    const Call& c = *call;
     const uint64_t seed = uint64_t(ctx->saved_data["seed"].toInt());
-    const int64_t H = q.size(1);
-    const double scale = 1.0 / std::sqrt(double(q.size(-1)));
+    const variable_list saved = ctx->get_saved_variables();
+    const size_t n = saved.size() - (c.norms() && !c.lean ? 6 : 2);  // the sources
+    const std::vector<torch::Tensor> sources(saved.begin(), saved.begin() + long(n));
+    const torch::Tensor &out = saved[n], &lse = saved[n + 1];
+    const torch::Tensor &qs = sources[c.q.src], &ks = sources[c.k.src], &vs = sources[c.v.src];
+    Normed qn, kn;  // the normed q and k: kept, or made again
+    if (c.norms()) {
+      qn = c.lean ? norm_slot(qs, c.q, c) : Normed{saved[n + 2], saved[n + 3]};
+      kn = c.lean ? norm_slot(ks, c.k, c) : Normed{saved[n + 4], saved[n + 5]};
+    }
+    const int64_t H = c.heads, dh = c.dh;
+    const double scale = 1.0 / std::sqrt(double(dh));
     const torch::Tensor d_out = grads[0].detach().contiguous();
     const torch::Tensor row_dot = (d_out * out).sum(-1);  // [Rq, H]: Σ_d dO · O per row and head
-    torch::Tensor dq = output_rows(q, *problems), dk = output_rows(k, *problems), dv = output_rows(v, *problems);
-    const std::vector<Problem>& list = problems->list;
-    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "attention backward", [&] {
-      const Rows<scalar_t> Q = rows_view<scalar_t>(q), K = rows_view<scalar_t>(k), V = rows_view<scalar_t>(v),
-                           dO = rows_view<scalar_t>(d_out), dQ = rows_view<scalar_t>(dq), dK = rows_view<scalar_t>(dk),
-                           dV = rows_view<scalar_t>(dv);
+    // One gradient per source; zeros unless the problems write every row and the slots every column.
+    const bool all_rows = c.problems->covers_all;
+    std::vector<torch::Tensor> d_sources;
+    for (size_t i = 0; i < n; ++i) {
+      int64_t columns = 0;
+      for (const Slot* s : {&c.q, &c.k, &c.v}) columns += s->src == i ? H * dh : 0;
+      d_sources.push_back(written_whole(sources[i].sizes(), sources[i].options(), all_rows && columns == sources[i].size(1)));
+    }
+    // With the norm, dQ and dK of the normed rows first, then back through the norm into the sources.
+    torch::Tensor dqn, dkn;
+    if (c.norms()) {
+      dqn = written_whole(qn.rows.sizes(), qn.rows.options(), all_rows);
+      dkn = written_whole(kn.rows.sizes(), kn.rows.options(), all_rows);
+    }
+    const std::vector<Problem>& list = c.problems->list;
+    AT_DISPATCH_FLOATING_TYPES(qs.scalar_type(), "attention backward", [&] {
+      const auto in = [&](const Normed& normed, const torch::Tensor& source, const Slot& s) {
+        return c.norms() ? rows_view<scalar_t>(normed.rows) : slot_rows<scalar_t>(source, s, dh);
+      };
+      const auto grad = [&](const torch::Tensor& normed_grad, const Slot& s) {
+        return c.norms() ? rows_view<scalar_t>(normed_grad) : slot_rows<scalar_t>(d_sources[s.src], s, dh);
+      };
+      const Rows<scalar_t> Q = in(qn, qs, c.q), K = in(kn, ks, c.k), V = slot_rows<scalar_t>(vs, c.v, dh),
+                           dO = rows_view<scalar_t>(d_out), dQ = grad(dqn, c.q), dK = grad(dkn, c.k),
+                           dV = slot_rows<scalar_t>(d_sources[c.v.src], c.v, dh);
       const scalar_t *l = lse.data_ptr<scalar_t>(), *rd = row_dot.data_ptr<scalar_t>();
       for_each_problem(int64_t(list.size()), [&](int64_t i) {
-        backward_problem(list[size_t(i)], Q, K, V, dO, l, rd, dQ, dK, dV, H, scalar_t(scale), dropout,
-                         problem_seed(seed, i), q.options());
+        backward_problem(list[size_t(i)], Q, K, V, dO, l, rd, dQ, dK, dV, H, scalar_t(scale), c.dropout,
+                         problem_seed(seed, i), qs.options());
       });
+      if (c.norms()) {  // back through the norms, into the sources' columns
+        for (const auto& [g, normed, s] : {std::tuple{&dqn, &qn, &c.q}, std::tuple{&dkn, &kn, &c.k}}) {
+          torch::Tensor& d = d_sources[s->src];
+          head_norm_backward(g->data_ptr<scalar_t>(), normed->rows.data_ptr<scalar_t>(),
+                             normed->rstd.data_ptr<scalar_t>(), g->size(0), H, dh, d.data_ptr<scalar_t>() + s->col,
+                             d.stride(0));
+        }
+      }
     });
-    if (qk_norm_eps > 0) {  // back through the norms
-      dq = plain_layer_norm_backward(dq, saved[0], q_norm);
-      dk = plain_layer_norm_backward(dk, saved[1], k_norm);
-    }
-    return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    variable_list result{torch::Tensor()};  // the call
+    result.insert(result.end(), d_sources.begin(), d_sources.end());
+    return result;
   }
 };
 
@@ -417,140 +449,141 @@ bool kernel_runs_on(const torch::Tensor& q) {
          blas_available();
 }
 
-}  // namespace
-
-namespace {
-// Offsets always; the padded layout on `device` when `padded`.
-VarlenSegments make_segments(const std::vector<int64_t>& lens_q, const std::vector<int64_t>& lens_k,
-                             const torch::Device& device, bool padded) {
-  TORCH_CHECK(lens_q.size() == lens_k.size(), "varlen attention: ", lens_q.size(), " query segments but ",
-              lens_k.size(), " key segments");
-  VarlenSegments s;
-  s.num_segments = int64_t(lens_q.size());
-  s.q_offsets.assign(1, 0);
-  s.k_offsets.assign(1, 0);
-  for (size_t i = 0; i < lens_q.size(); ++i) {
-    s.max_q = std::max(s.max_q, lens_q[i]);
-    s.max_k = std::max(s.max_k, lens_k[i]);
-    s.q_offsets.push_back(s.q_offsets.back() + lens_q[i]);
-    s.k_offsets.push_back(s.k_offsets.back() + lens_k[i]);
-  }
-  if (!padded) return s;
-  std::vector<int64_t> q_pos, k_pos;
-  std::vector<uint8_t> mask(size_t(s.num_segments * s.max_k), 0);
-  for (int64_t seg = 0; seg < s.num_segments; ++seg) {
-    for (int64_t j = 0; j < lens_q[size_t(seg)]; ++j) q_pos.push_back(seg * s.max_q + j);
-    const int64_t nk = lens_k[size_t(seg)];
-    for (int64_t j = 0; j < nk; ++j) k_pos.push_back(seg * s.max_k + j);
-    if (nk > 0)
-      for (int64_t j = nk; j < s.max_k; ++j) mask[size_t(seg * s.max_k + j)] = 1;
-  }
-  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-  s.q_pos = torch::tensor(q_pos, i64).to(device);
-  s.k_pos = torch::tensor(k_pos, i64).to(device);
-  s.key_mask = torch::from_blob(mask.data(), {s.num_segments, 1, 1, s.max_k}, torch::kUInt8)
-                   .to(torch::kBool)
-                   .to(device);
-  return s;
-}
-}  // namespace
-
-VarlenSegments VarlenSegments::from_lengths(const std::vector<int64_t>& lens_q, const std::vector<int64_t>& lens_k,
-                                            const torch::Device& device) {
-  return make_segments(lens_q, lens_k, device, !device.is_cpu());  // the CPU kernel needs no padded layout
-}
-
-torch::Tensor padded_varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                      const VarlenSegments& seg_in, double dropout, bool training) {
-  VarlenSegments padded_seg;
-  if (!seg_in.padded()) {  // made on the CPU for a test: build the padded layout from the offsets
-    std::vector<int64_t> lq, lk;
-    for (int64_t s = 0; s < seg_in.num_segments; ++s) {
-      lq.push_back(seg_in.q_offsets[size_t(s) + 1] - seg_in.q_offsets[size_t(s)]);
-      lk.push_back(seg_in.k_offsets[size_t(s) + 1] - seg_in.k_offsets[size_t(s)]);
-    }
-    padded_seg = make_segments(lq, lk, q.device(), true);
-  }
-  const VarlenSegments& seg = seg_in.padded() ? seg_in : padded_seg;
-  const torch::Tensor q_pos = seg.q_pos.to(q.device()), k_pos = seg.k_pos.to(q.device());
-  const torch::Tensor key_mask = seg.key_mask.to(q.device());
-  const int64_t H = q.size(1), dh = q.size(2), S = seg.num_segments;
-  TORCH_CHECK(q.size(0) == q_pos.size(0) && k.size(0) == k_pos.size(0),
-              "varlen attention: rows do not match the segment lengths");
-  const auto pad = [&](const torch::Tensor& x, const torch::Tensor& pos, int64_t len) {
-    return torch::zeros({S * len, x.size(1), x.size(2)}, x.options())
-        .index_copy(0, pos, x)
-        .view({S, len, x.size(1), x.size(2)})
-        .transpose(1, 2);  // [S, H, len, dh]
-  };
-  const auto attend = q.device().is_cpu() ? softmax_attend : device_attend;
-  const torch::Tensor out = attend(pad(q, q_pos, seg.max_q), pad(k, k_pos, seg.max_k), pad(v, k_pos, seg.max_k),
-                                   key_mask, dropout, training);
-  return out.transpose(1, 2).reshape({S * seg.max_q, H, dh}).index_select(0, q_pos);
-}
-
-torch::Tensor plain_dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    double dropout, bool training) {
-  const auto attend = q.device().is_cpu() ? softmax_attend : device_attend;
-  return attend(q.transpose(-3, -2), k.transpose(-3, -2), v.transpose(-3, -2), {}, dropout, training)
-      .transpose(-3, -2);
-}
-
-namespace {
-// The norm of q and k, where the kernel does not take it over.
+// The norm of q and k off the kernel (the reference path).
 torch::Tensor normed(const torch::Tensor& t, const QkNorm& norm) {
   return norm.eps > 0 ? plain_layer_norm(t, norm.eps) : t;
 }
+
+// t [..., W] as rows [R, W] under autograd (a view where its layout
+// allows), as the kernel reads a source: columns contiguous, rows at least
+// W apart.
+torch::Tensor as_rows(const torch::Tensor& t, int64_t W) {
+  const torch::Tensor r = t.reshape({-1, W});
+  const bool readable = r.stride(1) == 1 && (r.size(0) < 2 || r.stride(0) >= W);
+  return readable ? r : r.contiguous();
+}
+
+// The kernel on sources [R_i, W_i] (under autograd) -> [Rq, H, dh].
+torch::Tensor attend(const std::vector<torch::Tensor>& sources, Slot q, Slot k, Slot v, int64_t heads, int64_t dh,
+                     c10::intrusive_ptr<Problems> problems, double dropout, const QkNorm& norm) {
+  auto call = c10::make_intrusive<Call>();
+  call->problems = std::move(problems);
+  call->q = q;
+  call->k = k;
+  call->v = v;
+  call->heads = heads;
+  call->dh = dh;
+  call->dropout = dropout;
+  call->qk_norm_eps = norm.eps;
+  call->lean = norm.lean;
+  return AttentionFunction::apply(call, at::TensorList(sources));  // a TensorList: each one an input of the graph
+}
+
+// Self-attention (one source of q, k, v side by side) or cross (q; k and v side by side).
+torch::Tensor attend(const Projections& p, c10::intrusive_ptr<Problems> problems, double dropout, const QkNorm& norm) {
+  const int64_t H = p.heads, dh = p.dim_head(), inner = H * dh;
+  if (p.is_self())
+    return attend({as_rows(p.q, 3 * inner)}, {0, 0}, {0, inner}, {0, 2 * inner}, H, dh, std::move(problems), dropout,
+                  norm);
+  return attend({as_rows(p.q, inner), as_rows(p.kv, 2 * inner)}, {0, 0}, {1, 0}, {1, inner}, H, dh,
+                std::move(problems), dropout, norm);
+}
+
+// Separate q, k, v [..., H, dh].
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     c10::intrusive_ptr<Problems> problems, double dropout, const QkNorm& norm) {
+  const int64_t H = q.size(-2), dh = q.size(-1);
+  return attend({as_rows(q, H * dh), as_rows(k, H * dh), as_rows(v, H * dh)}, {0, 0}, {1, 0}, {2, 0}, H, dh,
+                std::move(problems), dropout, norm);
+}
+
+// B sequences of L rows, each cut into blocks of `block` rows (the last may be shorter).
+c10::intrusive_ptr<Problems> block_problems(int64_t B, int64_t L, int64_t block, int64_t H, int64_t element_size) {
+  TORCH_CHECK(block > 0, "block-local attention: block size ", block);
+  std::vector<int64_t> lens;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < L; t += block) lens.push_back(std::min(block, L - t));
+  return varlen_problems(VarlenSegments::from_lengths(lens, lens, torch::kCPU), H, element_size);
+}
+
 }  // namespace
+
+int64_t Projections::dim_head() const {
+  const int64_t per_head = q.size(-1) / heads;
+  return is_self() ? per_head / 3 : per_head;
+}
+
+std::array<torch::Tensor, 3> Projections::split() const {
+  const int64_t inner = heads * dim_head();
+  const auto as_heads = [&](const torch::Tensor& t) {
+    std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end() - 1);
+    shape.insert(shape.end(), {heads, dim_head()});
+    return t.view(shape);
+  };
+  if (is_self()) {
+    const std::vector<torch::Tensor> parts = q.split(inner, -1);
+    return {as_heads(parts[0]), as_heads(parts[1]), as_heads(parts[2])};
+  }
+  const std::vector<torch::Tensor> parts = kv.split(inner, -1);
+  return {as_heads(q), as_heads(parts[0]), as_heads(parts[1])};
+}
 
 torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const VarlenSegments& seg, double dropout, bool training, const QkNorm& norm) {
   TORCH_CHECK(q.size(0) == seg.q_offsets.back() && k.size(0) == seg.k_offsets.back(),
               "varlen attention: rows do not match the segment lengths");
   if (!kernel_runs_on(q)) return padded_varlen_attention(normed(q, norm), normed(k, norm), v, seg, dropout, training);
-  if (norm.eps > 0 && !norm.lean)
-    return varlen_attention(normed(q, norm), normed(k, norm), v, seg, dropout, training, QkNorm{});
-  return AttentionFunction::apply(q, k, v, varlen_problems(seg, q.size(1), int64_t(q.element_size())),
-                                  training ? dropout : 0.0, norm.eps);
+  return attend(q, k, v, varlen_problems(seg, q.size(1), int64_t(q.element_size())), training ? dropout : 0.0, norm);
+}
+
+torch::Tensor varlen_attention(const Projections& p, const VarlenSegments& seg, double dropout, bool training,
+                               const QkNorm& norm) {
+  const torch::Tensor& kv = p.is_self() ? p.q : p.kv;
+  TORCH_CHECK(p.q.size(0) == seg.q_offsets.back() && kv.size(0) == seg.k_offsets.back(),
+              "varlen attention: rows do not match the segment lengths");
+  if (!kernel_runs_on(p.q)) {
+    const auto [q, k, v] = p.split();
+    return varlen_attention(q, k, v, seg, dropout, training, norm);
+  }
+  return attend(p, varlen_problems(seg, p.heads, int64_t(p.q.element_size())), training ? dropout : 0.0, norm);
 }
 
 torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
                               bool training, const QkNorm& norm) {
   if (!kernel_runs_on(q) || q.dim() != 4 || k.size(1) != q.size(1))
     return plain_dense_attention(normed(q, norm), normed(k, norm), v, dropout, training);
-  if (norm.eps > 0 && !norm.lean) return dense_attention(normed(q, norm), normed(k, norm), v, dropout, training, QkNorm{});
   const int64_t B = q.size(0), L = q.size(1), H = q.size(2), dh = q.size(3);
-  const auto rows = [&](const torch::Tensor& t) { return t.reshape({B * L, H, dh}); };
-  return AttentionFunction::apply(rows(q), rows(k), rows(v), dense_problems(B, L, H, int64_t(q.element_size())),
-                                  training ? dropout : 0.0, norm.eps)
+  return attend(q, k, v, dense_problems(B, L, H, int64_t(q.element_size())), training ? dropout : 0.0, norm)
       .view({B, L, H, dh});
 }
 
-torch::Tensor block_local_attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v,
-                                    int64_t block, const QkNorm& norm) {
-  const bool inside = norm.eps > 0 && norm.lean && kernel_runs_on(q_in);  // the kernel norms q and k itself
-  const torch::Tensor q = inside ? q_in : normed(q_in, norm), k = inside ? k_in : normed(k_in, norm);
-  const QkNorm pass = inside ? norm : QkNorm{};
-  // [B, L, H, dh]: the full blocks as B·nb sequences, the shorter last block on its own (no padding).
-  const int64_t B = q.size(0), L = q.size(1), H = q.size(2), dh = q.size(3);
-  const int64_t full = L / block, rest = L - full * block;
-  // x cut into [the full blocks, the last block] (either may be missing);
-  // split, whose backward concatenates, not narrow, whose backward zero-fills.
-  std::vector<int64_t> sizes;
-  if (full > 0) sizes.push_back(full * block);
-  if (rest > 0) sizes.push_back(rest);
-  const auto cut = [&](const torch::Tensor& x) {
-    return sizes.size() == 1 ? std::vector<torch::Tensor>{x} : x.split_with_sizes(sizes, 1);
-  };
-  const std::vector<torch::Tensor> qs = cut(q), ks = cut(k), vs = cut(v);
-  std::vector<torch::Tensor> parts;
-  if (full > 0) {
-    const auto blocks = [&](const torch::Tensor& x) { return x.reshape({B * full, block, H, dh}); };
-    parts.push_back(dense_attention(blocks(qs[0]), blocks(ks[0]), blocks(vs[0]), 0.0, false, pass)
-                        .view({B, full * block, H, dh}));
+torch::Tensor dense_attention(const Projections& p, double dropout, bool training, const QkNorm& norm) {
+  TORCH_CHECK(p.is_self() && p.q.dim() == 3, "dense attention: self-attention on [B, L, 3·H·dh] only");
+  if (!kernel_runs_on(p.q)) {
+    const auto [q, k, v] = p.split();
+    return dense_attention(q, k, v, dropout, training, norm);
   }
-  if (rest > 0) parts.push_back(dense_attention(qs.back(), ks.back(), vs.back(), 0.0, false, pass));
-  return parts.size() == 1 ? parts[0] : torch::cat(parts, 1);
+  const int64_t B = p.q.size(0), L = p.q.size(1), H = p.heads, dh = p.dim_head();
+  return attend(p, dense_problems(B, L, H, int64_t(p.q.element_size())), training ? dropout : 0.0, norm)
+      .view({B, L, H, dh});
 }
+
+torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    int64_t block, const QkNorm& norm) {
+  const int64_t B = q.size(0), L = q.size(1), H = q.size(2), dh = q.size(3);
+  if (!kernel_runs_on(q)) return block_local_reference(normed(q, norm), normed(k, norm), v, block);
+  return attend(q, k, v, block_problems(B, L, block, H, int64_t(q.element_size())), 0.0, norm).view({B, L, H, dh});
+}
+
+torch::Tensor block_local_attention(const Projections& p, int64_t block, const QkNorm& norm) {
+  TORCH_CHECK(p.is_self() && p.q.dim() == 3, "block-local attention: self-attention on [B, L, 3·H·dh] only");
+  if (!kernel_runs_on(p.q)) {
+    const auto [q, k, v] = p.split();
+    return block_local_attention(q, k, v, block, norm);
+  }
+  const int64_t B = p.q.size(0), L = p.q.size(1), H = p.heads, dh = p.dim_head();
+  return attend(p, block_problems(B, L, block, H, int64_t(p.q.element_size())), 0.0, norm).view({B, L, H, dh});
+}
+
 
 }  // namespace wg

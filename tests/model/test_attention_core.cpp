@@ -201,6 +201,91 @@ TEST(AttentionCore, LongSequencesInRowBlocks) {
     }
 }
 
+// q, k and v read where the fused projections leave them (Projections):
+// self-attention's [.., 3·H·dh], cross-attention's q and [.., 2·H·dh] kv,
+// with and without the q/k norm, kept or normed again (lean); output and
+// the projections' gradients equal the reference on split views, normed by
+// LibTorch's layer norm.
+TEST(AttentionCore, ProjectionsReadInPlaceEqualTheSplitReference) {
+  torch::manual_seed(23);
+  const int64_t H = 3, dh = 8, inner = H * dh;
+  const std::vector<int64_t> lq = {4, 0, 7, 1, 3, 3}, lk = {5, 2, 0, 1, 6, 3};
+  const VarlenSegments self_seg = VarlenSegments::from_lengths(lq, lq, torch::kCPU);
+  const VarlenSegments cross_seg = VarlenSegments::from_lengths(lq, lk, torch::kCPU);
+  const auto normed = [](const torch::Tensor& t, double eps) {
+    return eps > 0 ? torch::layer_norm(t, {t.size(-1)}, {}, {}, eps) : t;
+  };
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    const double tol = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
+    const auto o = torch::TensorOptions().dtype(dtype);
+    const torch::Tensor packed = torch::randn({total(lq), 3 * inner}, o), q_rows = torch::randn({total(lq), inner}, o),
+                        kv_rows = torch::randn({total(lk), 2 * inner}, o), dense = torch::randn({2, 11, 3 * inner}, o);
+    for (const QkNorm norm : {QkNorm{}, QkNorm{1e-5, false}, QkNorm{1e-5, true}}) {
+      SCOPED_TRACE(std::string(dtype == torch::kFloat64 ? "double" : "float") + " eps " + std::to_string(norm.eps) +
+                   (norm.lean ? " lean" : ""));
+      // fn(leaves) -> output, with the leaves' gradients from a fixed output gradient.
+      const auto grads = [](const std::vector<torch::Tensor>& inputs, const auto& fn) {
+        std::vector<torch::Tensor> leaves;
+        for (const auto& t : inputs) leaves.push_back(t.clone().requires_grad_(true));
+        const torch::Tensor out = fn(leaves);
+        (out * torch::linspace(-1, 1, out.numel(), out.options()).view(out.sizes())).sum().backward();
+        std::vector<torch::Tensor> result{out.detach()};
+        for (const auto& l : leaves) result.push_back(l.grad());
+        return result;
+      };
+      const auto heads = [&](const torch::Tensor& t) {
+        std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end() - 1);
+        shape.insert(shape.end(), {H, dh});
+        return t.reshape(shape);
+      };
+      const auto thirds = [&](const torch::Tensor& t) { return t.split(inner, -1); };
+      struct Pair {
+        const char* name;
+        std::vector<torch::Tensor> got, want;
+      };
+      const std::vector<Pair> pairs = {
+          {"self varlen",
+           grads({packed}, [&](auto& l) { return varlen_attention(Projections::self(l[0], H), self_seg, 0, true, norm); }),
+           grads({packed},
+                 [&](auto& l) {
+                   const auto p = thirds(l[0]);
+                   return padded_varlen_attention(normed(heads(p[0]), norm.eps), normed(heads(p[1]), norm.eps),
+                                                  heads(p[2]), self_seg, 0, true);
+                 })},
+          {"cross varlen",
+           grads({q_rows, kv_rows},
+                 [&](auto& l) { return varlen_attention(Projections::cross(l[0], l[1], H), cross_seg, 0, true, norm); }),
+           grads({q_rows, kv_rows},
+                 [&](auto& l) {
+                   const auto p = thirds(l[1]);
+                   return padded_varlen_attention(normed(heads(l[0]), norm.eps), normed(heads(p[0]), norm.eps),
+                                                  heads(p[1]), cross_seg, 0, true);
+                 })},
+          {"dense", grads({dense}, [&](auto& l) { return dense_attention(Projections::self(l[0], H), 0, true, norm); }),
+           grads({dense},
+                 [&](auto& l) {
+                   const auto p = thirds(l[0]);
+                   return plain_dense_attention(normed(heads(p[0]), norm.eps), normed(heads(p[1]), norm.eps),
+                                                heads(p[2]), 0, true);
+                 })},
+          {"block-local",
+           grads({dense}, [&](auto& l) { return block_local_attention(Projections::self(l[0], H), 4, norm); }),
+           grads({dense},
+                 [&](auto& l) {
+                   const auto p = thirds(l[0]);
+                   return block_local_reference(normed(heads(p[0]), norm.eps), normed(heads(p[1]), norm.eps),
+                                                heads(p[2]), 4);
+                 })},
+      };
+      for (const Pair& pair : pairs) {
+        SCOPED_TRACE(pair.name);
+        ASSERT_EQ(pair.got.size(), pair.want.size());
+        for (size_t i = 0; i < pair.got.size(); ++i) EXPECT_LE(worst(pair.got[i], pair.want[i]), tol) << "tensor " << i;
+      }
+    }
+  }
+}
+
 // The kernel's small products (wg/util/blas.h) against ATen's mm, every
 // transposition, float and double, each operand a block inside a wider
 // tensor (its leading dimension larger than its row), as a head's rows lie

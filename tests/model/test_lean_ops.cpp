@@ -191,19 +191,25 @@ TEST(LeanOps, QkNormInsideTheKernelIsBitIdentical) {
   const VarlenSegments seg = VarlenSegments::from_lengths({3, 0, 5, 1, 5}, {4, 2, 5, 1, 5}, torch::kCPU);
   const torch::Tensor q = leaf({14, 2, 8}), k = leaf({17, 2, 8}), v = leaf({17, 2, 8});
   const torch::Tensor qd = leaf({2, 10, 2, 8}), kd = leaf({2, 10, 2, 8}), vd = leaf({2, 10, 2, 8});
+  const torch::Tensor qkv = leaf({2, 10, 3 * 16}), q_rows = leaf({14, 16}), kv_rows = leaf({17, 2 * 16});
   using Attend = std::function<torch::Tensor(const QkNorm&)>;
   const std::vector<std::pair<const char*, Attend>> cases = {
       {"varlen", [&](const QkNorm& n) { return varlen_attention(q, k, v, seg, 0.0, true, n); }},
       {"dense", [&](const QkNorm& n) { return dense_attention(qd, kd, vd, 0.0, true, n); }},
       {"block-local", [&](const QkNorm& n) { return block_local_attention(qd, kd, vd, 4, n); }},
+      {"fused dense", [&](const QkNorm& n) { return dense_attention(Projections::self(qkv, 2), 0.0, true, n); }},
+      {"fused block-local", [&](const QkNorm& n) { return block_local_attention(Projections::self(qkv, 2), 4, n); }},
+      {"fused cross",
+       [&](const QkNorm& n) { return varlen_attention(Projections::cross(q_rows, kv_rows, 2), seg, 0.0, true, n); }},
   };
   for (const auto& [name, attend] : cases) {
     SCOPED_TRACE(name);
     std::vector<std::vector<torch::Tensor>> runs;
     for (const bool lean : {false, true}) {
-      for (auto t : {q, k, v, qd, kd, vd}) t.mutable_grad() = torch::Tensor();
+      const std::vector<torch::Tensor> leaves{q, k, v, qd, kd, vd, qkv, q_rows, kv_rows};
+      for (auto t : leaves) t.mutable_grad() = torch::Tensor();
       const torch::Tensor out = attend(QkNorm{1e-5, lean});
-      runs.push_back(output_and_grads(out, {q, k, v, qd, kd, vd}, torch::ones_like(out)));
+      runs.push_back(output_and_grads(out, leaves, torch::ones_like(out)));
     }
     expect_bit_identical(runs[0], runs[1]);
   }

@@ -22,7 +22,6 @@
 
 #include <torch/torch.h>
 
-#include <array>
 #include <vector>
 
 #include "wg/model/attention_core.h"
@@ -61,8 +60,8 @@ class SelfAttentionImpl : public torch::nn::Module {
 
  private:
   Prelude pre_norm(const torch::Tensor& aux, Saving saving);
-  // q, k, v [..., H, dh] (before the q/k norm) from x [..., d].
-  std::array<torch::Tensor, 3> qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving);
+  // q, k, v side by side [..., 3·H·dh] (before the q/k norm) from x [..., d].
+  Projections qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving);
   QkNorm qk_norm(Saving saving) const;
   AttentionOptions o_;
   AdaLayerNorm lnorm_{nullptr};

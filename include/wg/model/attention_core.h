@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <vector>
 
 namespace wg {
@@ -37,9 +38,11 @@ struct VarlenSegments {
 };
 
 // The per-head layer norm of q and k (no affine parameters) taken inside
-// the core: eps 0 for none. With lean the CPU kernel keeps q and k as
-// given and norms them again in backward; otherwise (and off the CPU) the
-// normed q and k are kept. The result is the same either way.
+// the core: eps 0 for none. On the CPU the kernel norms them itself
+// (head_norm.h), where they lie; with lean it keeps q and k as given and
+// norms them again in backward, otherwise it keeps the normed q and k.
+// The result is the same either way. Off the CPU LibTorch's layer norm
+// runs before the reference.
 struct QkNorm {
   double eps = 0;
   bool lean = false;
@@ -58,11 +61,35 @@ torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, co
 torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                     int64_t block, const QkNorm& norm = {});
 
+// q, k and v where the fused projections leave them (attention.h):
+// self-attention's qkv [..., 3·H·dh] holds them side by side; cross-
+// attention's q [..., H·dh] holds q and kv [..., 2·H·dh] k and v side by
+// side. The cores below read them there and give each projection's
+// gradient as one tensor, q's, k's and v's columns written in place (no
+// split whose backward concatenates, no copies for the q/k norm).
+struct Projections {
+  torch::Tensor q, kv;  // kv undefined: q is self-attention's qkv
+  int64_t heads = 1;
+  static Projections self(const torch::Tensor& qkv, int64_t heads) { return {qkv, {}, heads}; }
+  static Projections cross(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads) { return {q, kv, heads}; }
+  bool is_self() const { return !kv.defined(); }
+  int64_t dim_head() const;
+  std::array<torch::Tensor, 3> split() const;  // q, k, v [..., H, dh] as views (for the reference)
+};
+// Varlen: -> [Rq, H, dh].
+torch::Tensor varlen_attention(const Projections& p, const VarlenSegments& seg, double dropout, bool training,
+                               const QkNorm& norm = {});
+// Dense and block-local self-attention: qkv [B, L, 3·H·dh] -> [B, L, H, dh].
+torch::Tensor dense_attention(const Projections& p, double dropout, bool training, const QkNorm& norm = {});
+torch::Tensor block_local_attention(const Projections& p, int64_t block, const QkNorm& norm = {});
+
 // The references: plain LibTorch products on padded segments, autograd's
 // backward (the kernel's tests compare against them; CUDA runs them).
 torch::Tensor padded_varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                       const VarlenSegments& seg, double dropout, bool training);
 torch::Tensor plain_dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                     double dropout, bool training);
+torch::Tensor block_local_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    int64_t block);
 
 }  // namespace wg

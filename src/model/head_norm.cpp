@@ -1,0 +1,74 @@
+// The per-head layer norm of q and k (see header). Compiled with OpenMP
+// (CMakeLists.txt): at::parallel_for runs serially in a file without it.
+#include "wg/model/head_norm.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace wg {
+namespace {
+
+constexpr int kLanes = 8;
+
+// Σ_j f(j) for j < n, in kLanes fixed lanes (vectorisable without
+// reassociating: each lane's order is fixed), the lanes added pairwise.
+template <typename T, typename F>
+T lane_sum(int64_t n, const F& f) {
+  T acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += f(j + l);
+  for (int l = 0; j < n; ++j, ++l) acc[l] += f(j);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// Rows per task: about 16 K values.
+int64_t grain(int64_t heads, int64_t dh) { return std::max<int64_t>(1, (int64_t(16) << 10) / std::max<int64_t>(1, heads * dh)); }
+
+}  // namespace
+
+template <typename T>
+void head_norm_forward(const T* x, int64_t ld, int64_t rows, int64_t heads, int64_t dh, double eps, T* y, T* rstd) {
+  const T inv_n = T(1) / T(dh), e = T(eps);
+  at::parallel_for(0, rows, grain(heads, dh), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        const T* xi = x + r * ld + h * dh;
+        T* yi = y + (r * heads + h) * dh;
+        const T mean = lane_sum<T>(dh, [&](int64_t j) { return xi[j]; }) * inv_n;
+        const T var = lane_sum<T>(dh, [&](int64_t j) { return (xi[j] - mean) * (xi[j] - mean); }) * inv_n;
+        const T rs = T(1) / std::sqrt(var + e);
+        for (int64_t j = 0; j < dh; ++j) yi[j] = (xi[j] - mean) * rs;
+        rstd[r * heads + h] = rs;
+      }
+  });
+}
+
+template <typename T>
+void head_norm_backward(const T* dy, const T* y, const T* rstd, int64_t rows, int64_t heads, int64_t dh, T* dx,
+                        int64_t ld) {
+  const T inv_n = T(1) / T(dh);
+  at::parallel_for(0, rows, grain(heads, dh), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t at = (r * heads + h) * dh;
+        const T *dyi = dy + at, *yi = y + at;
+        T* dxi = dx + r * ld + h * dh;
+        const T a = lane_sum<T>(dh, [&](int64_t j) { return dyi[j]; }) * inv_n;
+        const T b = lane_sum<T>(dh, [&](int64_t j) { return dyi[j] * yi[j]; }) * inv_n;
+        const T rs = rstd[r * heads + h];
+        for (int64_t j = 0; j < dh; ++j) dxi[j] = rs * (dyi[j] - a - yi[j] * b);
+      }
+  });
+}
+
+template void head_norm_forward<float>(const float*, int64_t, int64_t, int64_t, int64_t, double, float*, float*);
+template void head_norm_forward<double>(const double*, int64_t, int64_t, int64_t, int64_t, double, double*, double*);
+template void head_norm_backward<float>(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*,
+                                        int64_t);
+template void head_norm_backward<double>(const double*, const double*, const double*, int64_t, int64_t, int64_t,
+                                         double*, int64_t);
+
+}  // namespace wg
