@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   install_counting_allocator();
   Config c = load_config(sources);
   c.num_mini_epochs = 100;
-  set_compute_threads(c.num_threads > 0 ? c.num_threads : 1);
+  bench::trainer_cpu_setup(c, c.num_threads > 0 ? c.num_threads : 1);
 
   const RecomputePlan base = resolve_plan(c);
   auto plan_of = [&](const std::function<bool(const PieceKey&)>& on) {

@@ -1,7 +1,8 @@
 // What the benchmarks share: their command line (CLI11) with --config FILE
 // and --set KEY=VALUE as for wgtrain (default config/cpu_small.yml), the
-// handling of --help (exit 0) and bad usage (one clear line, exit 2), and
-// one recomputation mode applied to every section.
+// handling of --help (exit 0) and bad usage (one clear line, exit 2), one
+// recomputation mode applied to every section, and the C++ side's CPU
+// set-up as wgtrain makes it.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,8 @@
 
 #include "wg/config/loader.h"
 #include "wg/config/recompute_sections.h"
+#include "wg/util/memory.h"
+#include "wg/util/threads.h"
 
 namespace wg::bench {
 
@@ -50,6 +53,15 @@ inline void default_config(ConfigSources& sources) {
 inline Config with_mode(Config c, RecomputeMode mode, int every_n) {
   c.gradient_checkpointing = every_section(mode, every_n);
   return c;
+}
+
+// The rank's CPU set-up as wgtrain's build_trainer makes it: `threads`
+// compute threads, and freed memory kept for the next step up to c's
+// cpu_keep_freed_mib (glibc's thresholds: without them each step faults
+// its activations back in). Returns whether the C library took them.
+inline bool trainer_cpu_setup(const Config& c, int threads) {
+  set_compute_threads(threads);
+  return keep_freed_cpu_memory(int64_t(c.cpu_keep_freed_mib) << 20);
 }
 
 }  // namespace wg::bench

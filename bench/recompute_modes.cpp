@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int threads = base.num_threads > 0 ? base.num_threads : 1;
-  set_compute_threads(threads);
+  bench::trainer_cpu_setup(base, threads);
 
   const std::vector<PieceKey> pieces = model_pieces(base);
   auto plan_for = [&](const RecomputeConfig& rc) { return resolve_plan(pieces, rc); };

@@ -355,7 +355,7 @@ int main(int argc, char** argv) {
   }
   base.validate_with_ema = false;  // the twin keeps no weight average
   base.loader_num_workers = 0;     // step_on takes its batch; no loader threads
-  set_compute_threads(threads);
+  const bool keeps_freed = bench::trainer_cpu_setup(base, threads);  // as wgtrain (the twin: PyTorch's defaults)
 
   // ---- shared inputs: K step dumps (weights, tables, batches), the per-step lr and β1
   const fs::path out_path(out);
@@ -423,6 +423,9 @@ int main(int argc, char** argv) {
               sources.files.back().c_str(), (long long)parameters, threads, blas_kind(), blas_threads(),
               base.batch_size_per_gpu, num_batches,
               rounds, warmup, steps, profiled);
+  std::printf("vs_pytorch: C++ keeps %s of freed memory for the next step (cpu_keep_freed_mib, as wgtrain); the twin "
+              "runs with PyTorch's defaults\n",
+              keeps_freed ? (std::to_string(base.cpu_keep_freed_mib) + " MiB").c_str() : "none (the C library refused)");
   std::fflush(stdout);
 
   // ---- loss parity without dropout (mode none): the two implementations must agree
@@ -639,6 +642,7 @@ int main(int argc, char** argv) {
       {"parameters", parameters},
       {"threads", threads},
       {"blas", blas_kind()},
+      {"cpp_keep_freed_mib", keeps_freed ? base.cpu_keep_freed_mib : 0},
       {"blas_threads", blas_threads()},
       {"thread_environment", "both processes run with OMP_NUM_THREADS=" + std::to_string(threads) +
                                  (blas_omp ? " (the OpenMP OpenBLAS takes these threads on both sides)"
