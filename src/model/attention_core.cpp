@@ -509,8 +509,12 @@ c10::intrusive_ptr<Problems> block_problems(int64_t B, int64_t L, int64_t block,
 }  // namespace
 
 int64_t Projections::dim_head() const {
-  const int64_t per_head = q.size(-1) / heads;
-  return is_self() ? per_head / 3 : per_head;
+  const int64_t parts = is_self() ? 3 : 1;
+  TORCH_CHECK(heads > 0 && q.size(-1) % (parts * heads) == 0, "attention: ", is_self() ? "qkv" : "q", " width ",
+              q.size(-1), " is not ", parts == 3 ? "3 x " : "", heads, " heads x a head width");
+  TORCH_CHECK(is_self() || kv.size(-1) == 2 * q.size(-1), "attention: kv width ", kv.size(-1), " is not 2 x q's ",
+              q.size(-1));
+  return q.size(-1) / (parts * heads);
 }
 
 std::array<torch::Tensor, 3> Projections::split() const {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <numeric>
 #include <random>
 
@@ -284,6 +285,23 @@ TEST(AttentionCore, ProjectionsReadInPlaceEqualTheSplitReference) {
       }
     }
   }
+  // Widths that do not split into the heads: one error naming the width.
+  const auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { dense_attention(Projections::self(torch::randn({1, 4, 3 * inner + 1}), H), 0, true); })
+                .find("qkv width 73 is not 3 x 3 heads"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              varlen_attention(Projections::cross(torch::randn({total(lq), inner}), torch::randn({total(lk), inner}), H),
+                               cross_seg, 0, true);
+            }).find("kv width 24 is not 2 x q's 24"),
+            std::string::npos);
 }
 
 // The kernel's small products (wg/util/blas.h) against ATen's mm, every
