@@ -29,6 +29,7 @@
 
 #include "bench_common.h"
 #include "wg/model/attention_core.h"
+#include "wg/model/norms.h"
 #include "wg/util/threads.h"
 
 using namespace wg;
@@ -57,8 +58,6 @@ struct Case {
 
 constexpr double kQkNormEps = 1e-5;
 
-torch::Tensor layer_norm(const torch::Tensor& t) { return torch::layer_norm(t, {t.size(-1)}, {}, {}, kQkNormEps); }
-
 Case dense_case(const std::string& name, int64_t B, int64_t L, int64_t H, int64_t dh, double dropout) {
   Case c;
   c.name = name;
@@ -74,7 +73,7 @@ Case dense_case(const std::string& name, int64_t B, int64_t L, int64_t H, int64_
     const Projections p = Projections::self(t[0], H);
     if (in_place) return dense_attention(p, dropout, true, QkNorm{kQkNormEps, false});
     const auto [q, k, v] = p.split();
-    return dense_attention(layer_norm(q), layer_norm(k), v, dropout, true);
+    return dense_attention(plain_layer_norm(q, kQkNormEps), plain_layer_norm(k, kQkNormEps), v, dropout, true);
   };
   return c;
 }
@@ -103,7 +102,7 @@ Case varlen_case(const std::string& name, std::vector<int64_t> lq, std::vector<i
     const Projections p = cross ? Projections::cross(t[0], t[1], H) : Projections::self(t[0], H);
     if (in_place) return varlen_attention(p, seg, dropout, true, QkNorm{kQkNormEps, false});
     const auto [q, k, v] = p.split();
-    return varlen_attention(layer_norm(q), layer_norm(k), v, seg, dropout, true);
+    return varlen_attention(plain_layer_norm(q, kQkNormEps), plain_layer_norm(k, kQkNormEps), v, seg, dropout, true);
   };
   return c;
 }
