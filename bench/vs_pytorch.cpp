@@ -252,7 +252,7 @@ void print_pieces(const Config& base, const std::vector<std::pair<std::string, t
     kept[k] = recorder.kept;
   }
   std::map<std::string, double> piece_flops;
-  for (const auto& [key, f] : flops.pieces) piece_flops[key.str()] += f;
+  for (const PieceFlops& p : flops.pieces) piece_flops[p.key.str()] += p.forward;
   struct Sum {
     double seconds = 0, flops = 0;
     int64_t kept_none = 0, kept_lean = 0;

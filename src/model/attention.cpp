@@ -6,6 +6,15 @@
 
 namespace wg {
 
+namespace {
+// The layer's last product: not computed in a recomputation's second run,
+// where only a residual sum reads it (output_linear).
+torch::Tensor output_projection(const torch::nn::Linear& proj, const torch::Tensor& o, Saving saving) {
+  return output_linear(o, {}, {proj->weight}, proj->bias.defined() ? std::vector<torch::Tensor>{proj->bias}
+                                                                     : std::vector<torch::Tensor>{}, saving);
+}
+}  // namespace
+
 // ---- self-attention --------------------------------------------------------
 
 SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& options) : o_(options) {
@@ -42,14 +51,14 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
                                  : dense_attention(p, o_.dropout, is_training(), qk_norm(saving));
   o = o.flatten(-2, -1);
   if (o_.block > 0 && o_.dropout > 0) o = wg::dropout(o, o_.dropout, is_training());
-  const torch::Tensor out = proj_out(o);
+  const torch::Tensor out = output_projection(proj_out, o, saving);
   return o_.with_residual ? out + x : out;
 }
 
 torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const VarlenSegments& seg,
                                                 const torch::Tensor& aux, Saving saving) {
   const torch::Tensor o = varlen_attention(qkv(x, aux, saving), seg, o_.dropout, is_training(), qk_norm(saving));
-  const torch::Tensor out = proj_out(o.flatten(-2, -1));
+  const torch::Tensor out = output_projection(proj_out, o.flatten(-2, -1), saving);
   return o_.with_residual ? out + x : out;
 }
 
@@ -93,9 +102,9 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   if (o_.sliced_q) {  // x_q [R, slices, d]: every slot attends with its own projection (rows normed one by one)
     std::vector<torch::Tensor> slots;
     for (int64_t i = 0; i < o_.num_slices_q; ++i) slots.push_back(attend(x_q.select(1, i), q_slices_[size_t(i)]->weight));
-    out = proj_out(torch::stack(slots, 1));  // [R, slices, d]
+    out = output_projection(proj_out, torch::stack(slots, 1), saving);  // [R, slices, d]
   } else {
-    out = proj_out(attend(x_q, proj_heads_q->weight));
+    out = output_projection(proj_out, attend(x_q, proj_heads_q->weight), saving);
   }
   return o_.with_residual ? x_q + out : out;
 }

@@ -23,10 +23,18 @@ double ada_norm(double rows, int64_t dim, int64_t dim_aux) {
   return dim_aux > 0 ? linear(rows, dim_aux, 4 * dim_aux) + linear(rows, 4 * dim_aux, 2 * dim) : 0.0;
 }
 
-double mlp(double rows, int64_t dim_in, int64_t dim_out, double hidden_factor, int64_t dim_aux, double aux_rows) {
+// A piece's forward and its last product (see PieceFlops).
+struct Counted {
+  double all = 0, last = 0;
+};
+
+Counted mlp(double rows, int64_t dim_in, int64_t dim_out, double hidden_factor, int64_t dim_aux, double aux_rows) {
   const int64_t hidden = int64_t(double(dim_in) * hidden_factor);
-  return ada_norm(aux_rows, dim_in, dim_aux) + linear(rows, dim_in, hidden) + linear(rows, hidden, dim_out);
+  const double last = linear(rows, hidden, dim_out);
+  return {ada_norm(aux_rows, dim_in, dim_aux) + linear(rows, dim_in, hidden) + last, last};
 }
+
+void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.all, c.last); }
 
 // q, k, v and out projections of a self-attention of width `dim` on `rows` tokens.
 double self_projections(double rows, int64_t dim) { return 4.0 * linear(rows, dim, dim); }
@@ -46,8 +54,9 @@ void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
   f.add(key(PieceKind::Input), linear(rows, o.token_size, o.dim_embed));
   for (int i = 0; i < o.num_blocks; ++i) {
     f.add(key(PieceKind::Attention, i),
-          self_projections(rows, o.dim_embed) + n * attention_core(o.num_channels, o.num_channels, o.dim_embed));
-    f.add(key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
+          self_projections(rows, o.dim_embed) + n * attention_core(o.num_channels, o.num_channels, o.dim_embed),
+          linear(rows, o.dim_embed, o.dim_embed));
+    add(f, key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
   }
   const EmbedReadout r = embed_readout(o);
   if (o.unembed_mode == "block")
@@ -63,8 +72,9 @@ void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s) {
   for (const int64_t l : s.source_cell_lens) core += attention_core(double(l), double(l), o.dim);
   const double m = double(s.num_tokens);
   for (int64_t i = 0; i < o.num_blocks; ++i) {
-    f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention), self_projections(m, o.dim) + core);
-    f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp), mlp(m, o.dim, o.dim, o.mlp_hidden_factor, 0, 0));
+    f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention), self_projections(m, o.dim) + core,
+          linear(m, o.dim, o.dim));
+    add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp), mlp(m, o.dim, o.dim, o.mlp_hidden_factor, 0, 0));
   }
 }
 
@@ -81,9 +91,10 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
   const double cross = linear(queries, o.dim_q, inner)                              // one projection per slot
                        + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner)       // keys, values of every token
                        + core + linear(queries, inner, o.dim_q);
-  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross);
-  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
-  f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross);
+  const double out = linear(queries, inner, o.dim_q);
+  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out);
+  add(f, PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
+  f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out);
 }
 
 // An engine over `batch` sequences of `length` tokens, its norms' aux on aux_rows rows.
@@ -95,9 +106,9 @@ void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<d
     double core = 0;
     for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, attention_block(o, i), o.dim);
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
-          ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core);
-    f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
-          mlp(rows, o.dim, o.dim, o.mlp_hidden_factor, o.dim_aux, aux_rows));
+          ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core, linear(rows, o.dim, o.dim));
+    add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
+        mlp(rows, o.dim, o.dim, o.mlp_hidden_factor, o.dim_aux, aux_rows));
   }
 }
 
@@ -116,12 +127,14 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   for (int64_t l = 0; l < o.num_layers; ++l) {
     f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
           ada_norm(p, o.dim_embed, o.dim_coords) + linear(p, o.dim_embed, inner) +
-              2.0 * linear(neighbourhood, o.dim_latent, inner) + cross_core + linear(p, inner, o.dim_embed));
+              2.0 * linear(neighbourhood, o.dim_latent, inner) + cross_core + linear(p, inner, o.dim_embed),
+          linear(p, inner, o.dim_embed));
     if (o.self_attention)
       f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
-            ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core);
-    f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Mlp),
-          mlp(p, o.dim_embed, o.dim_embed, o.mlp_hidden_factor, o.mlp_adaln ? o.dim_coords : 0, p));
+            ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core,
+            linear(p, o.dim_embed, o.dim_embed));
+    add(f, PieceKey::in_block("pred", o.stream, int(l), PieceKind::Mlp),
+        mlp(p, o.dim_embed, o.dim_embed, o.mlp_hidden_factor, o.mlp_adaln ? o.dim_coords : 0, p));
   }
   double head = 0;
   if (o.head_layers == 1) {
@@ -136,25 +149,26 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
 
 }  // namespace
 
-void ModelFlops::add(const PieceKey& key, double flops) {
-  for (auto& [k, v] : pieces)
-    if (k == key) {
-      v += flops;
+void ModelFlops::add(const PieceKey& key, double flops, double last_product) {
+  for (PieceFlops& p : pieces)
+    if (p.key == key) {
+      p.forward += flops;
+      p.last_product += last_product;
       return;
     }
-  pieces.emplace_back(key, flops);
+  pieces.push_back({key, flops, last_product});
 }
 
 double ModelFlops::forward() const {
   double sum = outside_pieces;
-  for (const auto& [k, v] : pieces) sum += v;
+  for (const PieceFlops& p : pieces) sum += p.forward;
   return sum;
 }
 
 double ModelFlops::recomputed(const RecomputePlan& plan) const {
   double sum = 0;
-  for (const auto& [k, v] : pieces)
-    if (plan.get(k)) sum += v;
+  for (const PieceFlops& p : pieces)
+    if (plan.get(p.key)) sum += p.rerun();
   return sum;
 }
 

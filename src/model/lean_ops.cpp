@@ -10,7 +10,10 @@
 //   run again, with the generators as at the first run when pre draws: by
 //   pre's rerun, whose vjp takes dh back to x and pre's tensors with the
 //   kernels autograd would call, or, for a pre without one, under autograd,
-//   and dh goes back through it with autograd::grad.
+//   and dh goes back through it with autograd::grad;
+// - unread (output_linear under Saving::Rerun): forward computes no
+//   product and returns zeros of its shape; backward, which never reads
+//   the output, is the same.
 #include "wg/model/lean_ops.h"
 
 #include "wg/model/dropout.h"
@@ -32,6 +35,7 @@ struct Layout : torch::CustomClassHolder {
   bool lean = false;
   size_t num_pre = 0, num_weights = 0, num_biases = 0;
   bool grouped = false;       // grouped_linear: group g of the input through weight g
+  bool unread = false;        // output_linear in a rerun: the product is not computed
   std::vector<int64_t> rows;  // output rows of each weight
   std::vector<GeneratorStates> first_run;  // lean with a random pre: the states before it ran (0 or 1)
 };
@@ -60,6 +64,15 @@ torch::Tensor product(const Layout& l, const torch::Tensor& h, const std::vector
   return y.transpose(0, 1).reshape(shape);
 }
 
+// Zeros of the product's shape without computing it: one zero broadcast
+// (no memory of the output's size; what reads it reads zeros).
+torch::Tensor unread_output(const torch::Tensor& h, const std::vector<torch::Tensor>& weights) {
+  std::vector<int64_t> shape(h.sizes().begin(), h.sizes().end());
+  shape.back() = 0;
+  for (const torch::Tensor& w : weights) shape.back() += w.size(0);
+  return torch::zeros({1}, h.options()).expand(shape);
+}
+
 struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Layout>& layout, at::TensorList inputs) {
     const Layout& l = *layout;
@@ -72,7 +85,7 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
       if (l.pre.draws_random) layout->first_run.push_back(GeneratorStates::capture(x.device()));
       h = l.pre.fn(x);
     }
-    const torch::Tensor y = product(l, h, weights, biases);
+    const torch::Tensor y = l.unread ? unread_output(h, weights) : product(l, h, weights, biases);
     variable_list keep{x};
     if (l.lean) keep.insert(keep.end(), inputs.begin() + 1, inputs.begin() + long(w0));
     keep.insert(keep.end(), weights.begin(), weights.end());
@@ -236,7 +249,7 @@ Prelude gelu_dropout_prelude(double dropout, bool training) {
 namespace {
 torch::Tensor linear_with_prelude(const char* what, bool grouped, const torch::Tensor& x, const Prelude& pre,
                                   const std::vector<torch::Tensor>& weights, const std::vector<torch::Tensor>& biases,
-                                  Saving saving) {
+                                  Saving saving, bool output_read = true) {
   TORCH_CHECK(!weights.empty(), what, ": no weights");
   TORCH_CHECK(biases.empty() || biases.size() == weights.size(), what, ": ", biases.size(), " biases for ",
               weights.size(), " weights");
@@ -245,6 +258,7 @@ torch::Tensor linear_with_prelude(const char* what, bool grouped, const torch::T
   auto layout = c10::make_intrusive<Layout>();
   layout->lean = saving == Saving::Lean && bool(pre.fn);
   layout->grouped = grouped;
+  layout->unread = !output_read && saving == Saving::Rerun;
   layout->num_weights = weights.size();
   layout->num_biases = biases.size();
   for (const torch::Tensor& w : weights) layout->rows.push_back(w.size(0));
@@ -268,6 +282,11 @@ torch::Tensor linear_with_prelude(const char* what, bool grouped, const torch::T
 torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                            const std::vector<torch::Tensor>& biases, Saving saving) {
   return linear_with_prelude("fused_linear", false, x, pre, weights, biases, saving);
+}
+
+torch::Tensor output_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
+                            const std::vector<torch::Tensor>& biases, Saving saving) {
+  return linear_with_prelude("output_linear", false, x, pre, weights, biases, saving, /*output_read=*/false);
 }
 
 torch::Tensor grouped_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,

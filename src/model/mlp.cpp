@@ -30,7 +30,7 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x, const torch::Tensor& aux,
                                  : layer_norm_prelude(o_.norm_eps, norm_->weight, norm_->bias);
   const Prelude activation = gelu_dropout_prelude(o_.dropout, is_training());
   const torch::Tensor u = fused_linear(x, norm, {l1_->weight}, {l1_->bias}, saving);
-  const torch::Tensor y = fused_linear(u, activation, {l2_->weight}, {l2_->bias}, saving);
+  const torch::Tensor y = output_linear(u, activation, {l2_->weight}, {l2_->bias}, saving);
   if (!o_.with_residual) return y;
   if (y.size(-1) == x.size(-1)) return x + y;
   std::vector<int64_t> reps(size_t(x.dim()), 1);  // widths that divide: x tiled along the last dimension

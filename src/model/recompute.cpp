@@ -3,11 +3,11 @@
 // Invariants:
 // - forward runs the piece under NoGradGuard and saves its input and the
 //   parameter tensors (references, no copies) and the generator states;
-// - backward re-runs the piece with grad mode on from a detached copy of the
+// - backward re-runs the piece (its rerun function when given) from a detached copy of the
 //   input, with the generators set to the saved states and put back after,
 //   then takes the gradients of input and parameters with autograd::grad;
-// - the gradients returned are in forward's input order: the piece (none),
-//   the input, each parameter.
+// - the gradients returned are in forward's input order: the piece and its
+//   rerun (none), the input, each parameter.
 #include "wg/model/recompute.h"
 
 #include <torch/csrc/autograd/autograd.h>
@@ -31,9 +31,10 @@ struct PieceHolder : torch::CustomClassHolder {
 };
 
 struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const PieceFn& fn, const at::Tensor& x, at::TensorList params) {
-    ctx->saved_data["piece"] =
-        c10::IValue::make_capsule(c10::make_intrusive<PieceHolder>(fn, GeneratorStates::capture(x.device())));
+  static at::Tensor forward(AutogradContext* ctx, const PieceFn& fn, const PieceFn& rerun, const at::Tensor& x,
+                            at::TensorList params) {
+    ctx->saved_data["piece"] = c10::IValue::make_capsule(
+        c10::make_intrusive<PieceHolder>(rerun ? rerun : fn, GeneratorStates::capture(x.device())));
     ctx->saved_data["x_requires_grad"] = x.requires_grad();
     variable_list to_save{x};
     to_save.insert(to_save.end(), params.begin(), params.end());
@@ -62,15 +63,15 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
     std::vector<int> slot;  // index into the returned list
     if (x_requires_grad) {
       inputs.push_back(x);
-      slot.push_back(1);
+      slot.push_back(2);
     }
     for (size_t i = 1; i < saved.size(); ++i)
       if (saved[i].requires_grad()) {
         inputs.push_back(saved[i]);
-        slot.push_back(int(i) + 1);
+        slot.push_back(int(i) + 2);
       }
 
-    variable_list result(saved.size() + 1);  // piece, x, params...
+    variable_list result(saved.size() + 2);  // fn, rerun, x, params...
     if (!inputs.empty() && out.requires_grad()) {
       auto grads = torch::autograd::grad({out}, inputs, {grad_out[0]}, /*retain_graph=*/false,
                                          /*create_graph=*/false, /*allow_unused=*/true);
@@ -82,12 +83,13 @@ struct RecomputeFunction : public torch::autograd::Function<RecomputeFunction> {
 
 }  // namespace
 
-at::Tensor recomputed(const PieceFn& fn, const at::Tensor& x, at::TensorList params) {
-  return RecomputeFunction::apply(fn, x, params);
+at::Tensor recomputed(const PieceFn& fn, const at::Tensor& x, at::TensorList params, const PieceFn& rerun) {
+  return RecomputeFunction::apply(fn, rerun, x, params);
 }
 
-at::Tensor run_piece(bool recompute, const PieceFn& fn, const at::Tensor& x, at::TensorList params) {
-  if (recompute && at::GradMode::is_enabled()) return recomputed(fn, x, params);
+at::Tensor run_piece(bool recompute, const PieceFn& fn, const at::Tensor& x, at::TensorList params,
+                     const PieceFn& rerun) {
+  if (recompute && at::GradMode::is_enabled()) return recomputed(fn, x, params, rerun);
   return fn(x);
 }
 

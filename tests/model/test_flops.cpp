@@ -55,12 +55,13 @@ TEST(Flops, HandCountOfASmallModel) {
   s.streams = {{"S", 3, {{1, 2, 0, 0}}}};
 
   const ModelFlops f = model_flops(o, s);
-  const auto at = [&](const std::string& key) {
-    for (const auto& [k, v] : f.pieces)
-      if (k.str() == key) return v;
+  const auto piece = [&](const std::string& key) {
+    for (const PieceFlops& p : f.pieces)
+      if (p.key.str() == key) return p;
     ADD_FAILURE() << "no piece " << key;
-    return -1.0;
+    return PieceFlops{};
   };
+  const auto at = [&](const std::string& key) { return piece(key).forward; };
   // embed: 3 tokens x 3 channels = 9 rows of width 4
   EXPECT_EQ(at("embed.S/input"), 2 * 9 * 2 * 4);                              // 144
   EXPECT_EQ(at("embed.S/block0.attn"), 4 * 2 * 9 * 4 * 4 + 3 * 4 * 3 * 3 * 4);  // q k v out + 3 x (3x3 over width 4)
@@ -88,14 +89,26 @@ TEST(Flops, HandCountOfASmallModel) {
   EXPECT_EQ(f.outside_pieces, 0.0);
   EXPECT_EQ(f.forward(), 56936.0);  // 3024 + 3232 + 7872 + 8448 + 17408 + 16952
 
-  // Backward twice the forward; a recomputed piece's forward once more.
+  // The last products, which a recomputation does not run again: the
+  // output projections and the MLPs' second layers; none outside blocks.
+  EXPECT_EQ(piece("embed.S/block0.attn").last_product, 2 * 9 * 4 * 4);
+  EXPECT_EQ(piece("embed.S/block0.mlp").last_product, 2 * 9 * 8 * 4);
+  EXPECT_EQ(piece("ae_adapter/block1.cross").last_product, 2 * 2 * 8 * 16);
+  EXPECT_EQ(piece("ae_global/block0.attn").last_product, 2 * 4 * 16 * 16);   // 2048
+  EXPECT_EQ(piece("ae_global/block0.mlp").last_product, 2 * 4 * 32 * 16);    // 4096
+  EXPECT_EQ(piece("pred.S/block0.cross").last_product, 2 * 3 * 4 * 4);
+  EXPECT_EQ(piece("pred.S/block0.mlp").last_product, 2 * 3 * 8 * 4);
+  for (const char* io : {"embed.S/input", "embed.S/readout", "pred.S/input", "pred.S/head"})
+    EXPECT_EQ(piece(io).last_product, 0.0) << io;
+
+  // Backward twice the forward; a recomputed piece's forward once more, but its last product.
   std::vector<PieceKey> keys;
-  for (const auto& [k, v] : f.pieces) keys.push_back(k);
+  for (const PieceFlops& p : f.pieces) keys.push_back(p.key);
   RecomputePlan plan(keys);
   EXPECT_EQ(f.step(plan), 3 * 56936.0);
   plan.set(*PieceKey::parse("ae_global/block0.attn"), true);
   plan.set(*PieceKey::parse("ae_global/block0.mlp"), true);
-  EXPECT_EQ(f.step(plan), 3 * 56936.0 + 17408);
+  EXPECT_EQ(f.step(plan), 3 * 56936.0 + 17408 - 2048 - 4096);
 }
 
 // The matrix products LibTorch's profiler counted in what ran under `profile`.
@@ -144,6 +157,39 @@ TEST(Flops, EqualTheProfilersCountOfARealForward) {
     // engine's AdaLayerNorm on its one step value (a few hundred FLOPs).
     EXPECT_NEAR(counted.forward(), profiled, 1e-4 * profiled);
   }
+}
+
+// What a recomputation runs again, as the profiler counts the products of
+// a training step with every piece recomputed against one with none: the
+// pieces' forwards without their last products, as the count says.
+TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
+  Config c = testing::tiny_config();
+  Dataset data(c, 0, 1);
+  const ModelOptions options = model_options(c, data.stream_shapes());
+  torch::manual_seed(c.seed);
+  WeatherModel model(options);
+  const ModelBatch batch = to_model_batch(data.batch(0), torch::kCPU);
+  const auto step = [&] {
+    const ModelOutput out = model->forward(batch);
+    torch::Tensor loss = torch::zeros({});
+    for (const auto& per_stream : out.preds)
+      for (const torch::Tensor& p : per_stream)
+        if (p.defined()) loss = loss + p.sum();
+    loss.backward();
+  };
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);  // the profiler records the calling thread, which runs a CPU backward
+  const double nothing_again = profiled_matmul_flops(step);
+  RecomputePlan plan(model->piece_keys());
+  for (int i = 0; i < plan.pieces_total(); ++i) plan.set(size_t(i), true);
+  model->set_plan(plan);
+  const double all_again = profiled_matmul_flops(step);
+  at::set_num_threads(threads);
+  const ModelFlops counted = model_flops(options, flop_shape(batch));
+  double last_products = 0;
+  for (const PieceFlops& p : counted.pieces) last_products += p.last_product;
+  EXPECT_GT(last_products, 0.05 * counted.forward());  // far above the tolerance below: a rerun with them fails
+  EXPECT_NEAR(all_again - nothing_again, counted.recomputed(plan), 1e-4 * counted.recomputed(plan));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Saving::Lean (wg/model/lean_ops.h, the q/k norm inside the attention
 // kernel, the attention and MLP layers): bit-identical outputs and
 // gradients to Saving::All, with and without dropout; fused_linear and
-// grouped_linear equal to separate plain products; and what a lean layer
+// grouped_linear equal to separate plain products; output_linear under
+// Saving::Rerun (gradients without its product); and what a lean layer
 // keeps after its forward.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -108,6 +109,36 @@ TEST(LeanOps, LeanIsBitIdenticalToAllWithADropoutPrelude) {
     expect_bit_identical(runs[0], runs[1]);
     EXPECT_GT(runs[0][1].abs().sum().item<double>(), 0.0);  // gradients reached x
   }
+}
+
+// output_linear, a piece's last product: fused_linear under All and Lean;
+// under Rerun (a recomputation's second run) no product, zeros for its
+// output, and the same gradients, bit for bit, through a residual sum.
+TEST(LeanOps, OutputLinearLeavesItsProductOutOnlyInARerun) {
+  Leaves l = leaves(torch::kFloat32);
+  const torch::Tensor seed = torch::randn({3, 7, 12});
+  const torch::Tensor w_out = torch::randn({12, 8}).requires_grad_(true);
+  const torch::Tensor residual = torch::randn({3, 7, 12}).requires_grad_(true);
+  std::vector<torch::Tensor> wrt = l.all();
+  wrt.insert(wrt.end(), {w_out, residual});
+  std::vector<std::vector<torch::Tensor>> grads;
+  for (const Saving saving : {Saving::All, Saving::Lean, Saving::Rerun}) {
+    SCOPED_TRACE(int(saving));
+    for (const torch::Tensor& t : wrt) t.mutable_grad() = torch::Tensor();
+    torch::manual_seed(42);
+    const torch::Tensor u = fused_linear(l.x, affine_norm(l), {l.w1}, {l.b1}, saving);
+    const torch::Tensor y = output_linear(u, gelu_dropout_prelude(0.3, true), {w_out}, {l.b2}, saving);
+    torch::manual_seed(42);
+    const torch::Tensor u_plain = fused_linear(l.x, affine_norm(l), {l.w1}, {l.b1}, Saving::All);
+    const torch::Tensor plain = fused_linear(u_plain, gelu_dropout_prelude(0.3, true), {w_out}, {l.b2}, Saving::All);
+    EXPECT_TRUE(torch::equal(y.detach(), saving == Saving::Rerun ? torch::zeros_like(plain) : plain.detach()));
+    std::vector<torch::Tensor> r = output_and_grads(y + residual, wrt, seed);
+    r.erase(r.begin());  // the outputs differ by design
+    grads.push_back(r);
+  }
+  expect_bit_identical(grads[0], grads[1]);
+  expect_bit_identical(grads[0], grads[2]);
+  EXPECT_GT(grads[2][0].abs().sum().item<double>(), 0.0);  // gradients reached x
 }
 
 // grouped_linear (the embed's per-channel read-out) against one plain

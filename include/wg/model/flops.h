@@ -7,6 +7,8 @@
 //
 //   step = forward · 3 (backward: the gradients of input and weight, twice
 //          the forward's products) + the forward of every recomputed piece
+//          but its last product (attention's output projection, the MLP's
+//          second layer), which a recomputation leaves out (saving.h)
 #pragma once
 
 #include <cstdint>
@@ -35,13 +37,20 @@ struct FlopShape {
   int64_t num_target_steps = 0;
 };
 
-struct ModelFlops {
-  std::vector<std::pair<PieceKey, double>> pieces;  // forward FLOPs per piece, summed over its calls
-  double outside_pieces = 0;                        // forward FLOPs no plan covers (embed centroids)
+struct PieceFlops {
+  PieceKey key;
+  double forward = 0;       // the piece's forward, summed over its calls
+  double last_product = 0;  // of which its last product, which a recomputation does not run again
+  double rerun() const { return forward - last_product; }
+};
 
-  void add(const PieceKey& key, double flops);
+struct ModelFlops {
+  std::vector<PieceFlops> pieces;
+  double outside_pieces = 0;  // forward FLOPs no plan covers (embed centroids)
+
+  void add(const PieceKey& key, double flops, double last_product = 0);
   double forward() const;
-  double recomputed(const RecomputePlan& plan) const;  // forward FLOPs of the pieces the plan recomputes
+  double recomputed(const RecomputePlan& plan) const;  // what the plan's recomputed pieces run again
   double step(const RecomputePlan& plan) const { return 3.0 * forward() + recomputed(plan); }
 };
 

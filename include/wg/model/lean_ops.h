@@ -58,6 +58,15 @@ Prelude gelu_dropout_prelude(double dropout, bool training);
 torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                            const std::vector<torch::Tensor>& biases, Saving saving);
 
+// A piece's last product (attention's output projection, the MLP's second
+// layer): fused_linear, except under Saving::Rerun, where the product is
+// not computed and its output is zeros, with the gradients of x, pre's
+// tensors, the weights and biases as fused_linear's. Only where nothing
+// but a residual sum, or the piece's output itself, reads the output: a
+// recomputation's backward then needs none of its values.
+torch::Tensor output_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
+                            const std::vector<torch::Tensor>& biases, Saving saving);
+
 // x [..., G, in] -> [..., G, out]: group g (x[..., g, :]) through weights[g]
 // [out, in] and biases[g] [out], as G separate products would (the embed's
 // per-channel read-out), in one batched product whose backward writes one

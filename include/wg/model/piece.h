@@ -75,10 +75,13 @@ inline void apply_plan(std::vector<Piece>& pieces, const RecomputePlan& plan) {
 }
 
 // Runs one piece as its mode says: kept, lean, or recomputed in backward
-// (where its second run keeps everything it builds: it is freed at once).
+// (where its second run, Saving::Rerun, keeps everything it builds, freed
+// at once, and leaves out its last product, whose output backward never reads).
 inline torch::Tensor run_one(const Piece& p, const torch::Tensor& x) {
   if (p.mode != PieceMode::Recompute) return p.fn(x, p.mode == PieceMode::Lean ? Saving::Lean : Saving::All);
-  return run_piece(true, [fn = p.fn](const torch::Tensor& t) { return fn(t, Saving::All); }, x, p.params);
+  return run_piece(
+      true, [fn = p.fn](const torch::Tensor& t) { return fn(t, Saving::All); }, x, p.params,
+      [fn = p.fn](const torch::Tensor& t) { return fn(t, Saving::Rerun); });
 }
 
 // Runs the pieces in order; the one call site of the plan in each section.

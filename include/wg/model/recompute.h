@@ -7,7 +7,9 @@
 // runs without building a graph and keeps only its input; in backward it
 // runs again, with the random generators restored to their state at the
 // first run, so dropout draws the same masks and gradients are identical to
-// running without recomputation.
+// running without recomputation. `rerun`, when given, is what backward
+// runs instead of fn: the same piece, allowed to leave out work whose
+// values its backward never reads (Saving::Rerun, saving.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -22,8 +24,9 @@ namespace wg {
 using PieceFn = std::function<at::Tensor(const at::Tensor&)>;
 
 // Always recomputes (when grad mode is on). Prefer run_piece.
-at::Tensor recomputed(const PieceFn& fn, const at::Tensor& x, at::TensorList params);
+at::Tensor recomputed(const PieceFn& fn, const at::Tensor& x, at::TensorList params, const PieceFn& rerun = {});
 
-at::Tensor run_piece(bool recompute, const PieceFn& fn, const at::Tensor& x, at::TensorList params);
+at::Tensor run_piece(bool recompute, const PieceFn& fn, const at::Tensor& x, at::TensorList params,
+                     const PieceFn& rerun = {});
 
 }  // namespace wg
