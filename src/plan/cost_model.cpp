@@ -45,7 +45,7 @@ int64_t CostModel::peak(const std::vector<bool>& on) const {
 double CostModel::added_seconds(const std::vector<bool>& on) const {
   double t = 0;
   for (size_t i = 0; i < pieces.size(); ++i)
-    if (on[i]) t += pieces[i].forward_seconds;
+    if (on[i]) t += pieces[i].recompute_seconds();
   return t;
 }
 
@@ -91,7 +91,7 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
         next[size_t(keep)] = dp[size_t(w)];
         choice[i][size_t(keep)] = 0;
       }
-      const double t = dp[size_t(w)] + p.forward_seconds;
+      const double t = dp[size_t(w)] + p.recompute_seconds();
       if (p.forced != 0 && t < next[size_t(again)]) {
         next[size_t(again)] = t;
         choice[i][size_t(again)] = 1;
@@ -131,7 +131,7 @@ int next_piece_to_recompute(const CostModel& c, const std::vector<bool>& on) {
     for (size_t i = 0; i < c.pieces.size(); ++i) {
       if (on[i] || c.pieces[i].forced == 0) continue;
       if (filter && c.pieces[i].saved_bytes() * 100 < left) continue;
-      const double rate = double(c.pieces[i].saved_bytes()) / std::max(1e-9, c.pieces[i].forward_seconds);
+      const double rate = double(c.pieces[i].saved_bytes()) / std::max(1e-9, c.pieces[i].recompute_seconds());
       if (rate > best_rate) {
         best_rate = rate;
         best = int(i);

@@ -84,6 +84,7 @@ CostModel profile_costs(PlanProbe& probe, int repeats) {
     for (const PieceKey& key : none.pieces()) {
       PieceCost p;
       p.key = key;
+      p.rerun_share = probe.rerun_share(key);
       if (const auto it = rec.entries.find(key.str()); it != rec.entries.end()) {
         p.retained_bytes = it->second.retained;
         p.output_bytes = it->second.output;
@@ -107,12 +108,12 @@ CostModel profile_costs(PlanProbe& probe, int repeats) {
 }
 
 std::string cost_table(const CostModel& c) {
-  std::string out = "piece                          kept MiB  output MiB  analytic MiB  forward ms\n";
+  std::string out = "piece                          kept MiB  output MiB  analytic MiB  forward ms  recompute ms\n";
   char line[200];
   for (const auto& p : c.pieces) {
-    std::snprintf(line, sizeof line, "%-30s %9.2f %11.2f %13.2f %11.3f\n", p.key.str().c_str(),
+    std::snprintf(line, sizeof line, "%-30s %9.2f %11.2f %13.2f %11.3f %13.3f\n", p.key.str().c_str(),
                   double(p.retained_bytes) / kMiB, double(p.output_bytes) / kMiB, double(p.analytic_bytes) / kMiB,
-                  p.forward_seconds * 1e3);
+                  p.forward_seconds * 1e3, p.recompute_seconds() * 1e3);
     out += line;
   }
   std::snprintf(line, sizeof line,

@@ -335,6 +335,17 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control&
   return s;
 }
 
+TrainerProbe::TrainerProbe(Trainer& trainer) : trainer_(trainer), batch_(trainer.planning_batch()) {
+  const ModelFlops f = model_flops(trainer.model()->options(), flop_shape(to_model_batch(batch_, torch::kCPU)));
+  for (const PieceFlops& p : f.pieces)
+    if (p.forward > 0) rerun_share_[p.key.str()] = p.rerun() / p.forward;
+}
+
+double TrainerProbe::rerun_share(const PieceKey& key) const {
+  const auto it = rerun_share_.find(key.str());
+  return it == rerun_share_.end() ? 1.0 : it->second;  // a piece without products (none here)
+}
+
 int64_t TrainerProbe::current_bytes() const { return memory_snapshot(trainer_.device_name()).current_bytes; }
 
 AutoPlan apply_auto_plan(Trainer& trainer, int64_t budget_bytes, const RankPlan& rules, int oom_max_retries) {

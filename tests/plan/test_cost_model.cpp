@@ -45,6 +45,8 @@ TEST(MemoryPlanner, PeakModel) {
   EXPECT_EQ(c.peak({true, false}), 100 + std::max<int64_t>(50, 10 + 40) + 5);
   EXPECT_EQ(c.peak({true, true}), 100 + 50 + 5);
   EXPECT_DOUBLE_EQ(c.added_seconds({true, true}), 3.0);
+  c.pieces[1].rerun_share = 0.75;  // a recomputation leaves out a quarter of b's products
+  EXPECT_DOUBLE_EQ(c.added_seconds({true, true}), 2.5);
 }
 
 TEST(MemoryPlanner, CalibrationReproducesBothMeasuredPeaks) {

@@ -12,7 +12,8 @@
 // base: held at step start; alpha and transient (loss, glue outside the
 // pieces) are calibrated so that the model reproduces both measured peaks,
 // with nothing and with everything recomputed. Time: sum_{p in S}
-// forward_seconds_p.
+// forward_seconds_p · rerun_share_p (a recomputation leaves out the
+// piece's last product: its share of the piece's FLOPs, from the count).
 //
 // plan_for_budget is exact over byte amounts on a grid of at most
 // kPlannerGrid steps (rounded to the safe side): a dynamic program over the
@@ -32,10 +33,12 @@ struct PieceCost {
   PieceKey key;
   int64_t retained_bytes = 0; // kept after the piece's forward, output included (nothing recomputed)
   int64_t output_bytes = 0;
-  double forward_seconds = 0; // one forward of the piece = its recompute time
+  double forward_seconds = 0; // one forward of the piece
+  double rerun_share = 1;     // of its FLOPs, what a recomputation runs again (wg/model/flops.h)
   int64_t analytic_bytes = -1;  // estimate from shapes (cross-check), -1: none
   int forced = -1;              // -1: the planner chooses; 0 / 1: fixed off / on (a per-node rule)
   int64_t saved_bytes() const { return retained_bytes > output_bytes ? retained_bytes - output_bytes : 0; }
+  double recompute_seconds() const { return forward_seconds * rerun_share; }  // estimated
 };
 
 struct CostModel {

@@ -27,6 +27,8 @@ class PlanProbe {
   // or updating weights; gradients are zeroed after. Returns the peak bytes
   // above those held at its start. `observer` sees every piece (may be null).
   virtual int64_t probe(PieceObserver* observer) = 0;
+  // Of a piece's forward FLOPs, the share a recomputation runs again.
+  virtual double rerun_share(const PieceKey& key) const = 0;
   virtual int64_t current_bytes() const = 0;      // held now on the device
   virtual int64_t steady_base_bytes() const = 0;  // held at a step's start once training runs
 };
@@ -36,7 +38,7 @@ class PlanProbe {
 CostModel profile_costs(PlanProbe& probe, int repeats = 3);
 
 // The cost model as a table: piece, kept MiB, output MiB, analytic MiB,
-// forward ms.
+// forward ms, recompute ms (estimated).
 std::string cost_table(const CostModel& costs);
 
 }  // namespace wg

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -157,16 +158,18 @@ class Trainer {
 // on the run's planning batch.
 class TrainerProbe : public PlanProbe {
  public:
-  explicit TrainerProbe(Trainer& trainer) : trainer_(trainer), batch_(trainer.planning_batch()) {}
+  explicit TrainerProbe(Trainer& trainer);
   const RecomputePlan& plan() const override { return trainer_.plan(); }
   void set_plan(const RecomputePlan& plan) override { trainer_.set_plan(plan); }
   int64_t probe(PieceObserver* observer) override { return trainer_.probe(batch_, observer); }
+  double rerun_share(const PieceKey& key) const override;
   int64_t current_bytes() const override;
   int64_t steady_base_bytes() const override { return trainer_.steady_base_bytes(); }
 
  private:
   Trainer& trainer_;
   BuiltBatch batch_;
+  std::map<std::string, double> rerun_share_;  // by piece key, from the FLOP count of batch_
 };
 
 // gradient_checkpointing.policy auto on this rank: measures the costs with
