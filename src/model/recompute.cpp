@@ -3,9 +3,10 @@
 // Invariants:
 // - forward runs the piece under NoGradGuard and saves its input and the
 //   parameter tensors (references, no copies) and the generator states;
-// - backward re-runs the piece (its rerun function when given) from a detached copy of the
-//   input, with the generators set to the saved states and put back after,
-//   then takes the gradients of input and parameters with autograd::grad;
+// - backward re-runs the piece (its rerun function when given) with grad
+//   mode on from a detached copy of the input, with the generators set to
+//   the saved states and put back after, then takes the gradients of input
+//   and parameters with autograd::grad;
 // - the gradients returned are in forward's input order: the piece and its
 //   rerun (none), the input, each parameter.
 #include "wg/model/recompute.h"
