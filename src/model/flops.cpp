@@ -88,10 +88,10 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
     }
   if (cells == 0) return;
   const double queries = cells * double(o.num_queries);
+  const double out = linear(queries, inner, o.dim_q);
   const double cross = linear(queries, o.dim_q, inner)                              // one projection per slot
                        + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner)       // keys, values of every token
-                       + core + linear(queries, inner, o.dim_q);
-  const double out = linear(queries, inner, o.dim_q);
+                       + core + out;
   f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out);
   add(f, PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
   f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out);
@@ -124,11 +124,12 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   if (p == 0) return;
   const double neighbourhood = double(s.num_samples * s.num_cells * 9 * num_queries);
   f.add(PieceKey::io("pred", o.stream, PieceKind::Input), linear(p, o.dim_coords, o.dim_embed));
+  const double cross_out = linear(p, inner, o.dim_embed);
   for (int64_t l = 0; l < o.num_layers; ++l) {
     f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
           ada_norm(p, o.dim_embed, o.dim_coords) + linear(p, o.dim_embed, inner) +
-              2.0 * linear(neighbourhood, o.dim_latent, inner) + cross_core + linear(p, inner, o.dim_embed),
-          linear(p, inner, o.dim_embed));
+              2.0 * linear(neighbourhood, o.dim_latent, inner) + cross_core + cross_out,
+          cross_out);
     if (o.self_attention)
       f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
             ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core,
