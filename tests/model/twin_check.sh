@@ -5,8 +5,13 @@
 # runs the same step and compares every tensor. In float64 each element
 # must agree within 1e-9 of itself plus 1e-10 of its tensor's largest
 # magnitude; in float32 (the run's precision) within 1e-5 of itself plus
-# 1e-4 of that (gradients that are sums cancelling to small values differ
-# by up to ~2e-5 of their tensor's scale when summed in another order).
+# 2e-4 of that. Gradients that are sums cancelling to small values differ
+# from the exact (float64) step by up to ~6e-5 of their tensor's scale when
+# summed in another order, and the two sides can err in opposite
+# directions: on an Intel Xeon with AVX-512 (2026-12-03) the embed's last
+# read-out bias gradient was 5.8e-5 of its scale off the float64 step in
+# C++ and 1.12e-4 off the twin's float32 one, where an AMD EPYC's BLAS
+# kept both within 1e-4.
 # Usage: twin_check.sh WGTRAIN
 set -euo pipefail
 wgtrain=$1
@@ -26,7 +31,7 @@ check() {  # name, then --set overrides; the step in float64 (tight) and as run,
   /usr/bin/python3 "$twin" check "$work/$name.f64.safetensors" --threads 2 --show 3 --rtol 1e-9 --atol-rel 1e-10
   echo "== $name, float32"
   "$wgtrain" --config "$cfg" "${sets[@]}" --set run_root="$work/runs" --log-level warn --dump-step "$work/$name.safetensors"
-  /usr/bin/python3 "$twin" check "$work/$name.safetensors" --threads 2 --show 3 --rtol 1e-5 --atol-rel 1e-4
+  /usr/bin/python3 "$twin" check "$work/$name.safetensors" --threads 2 --show 3 --rtol 1e-5 --atol-rel 2e-4
 }
 
 check masking_b2
@@ -59,7 +64,7 @@ changed = sum(1 for k in twin if not (p_before[k] == twin[k]).all())
 assert changed > len(twin) // 2, "the twin did not change the weights (%d of %d)" % (changed, len(twin))
 print("weights round trip: %d tensors, the C++ model holds the twin'"'"'s exactly (%d changed by the twin)" % (len(twin), changed))
 ' "$here/../reference" "$work/twin_weights.safetensors" "$work/w0.safetensors" "$work/w1.safetensors"
-/usr/bin/python3 "$twin" check "$work/w1.safetensors" --threads 2 --show 3 --rtol 1e-5 --atol-rel 1e-4
+/usr/bin/python3 "$twin" check "$work/w1.safetensors" --threads 2 --show 3 --rtol 1e-5 --atol-rel 2e-4
 # The same both ways as WeatherGenerator's .chkpt: the twin torch.saves its
 # state_dict, wgtrain loads it (its dump holds those tensors exactly and
 # passes the check: the same forward output as the twin's); a short wgtrain
@@ -82,7 +87,7 @@ bad = [k for k in sd if not (p[k].dtype == sd[k].dtype and p[k].shape == sd[k].s
 assert not bad, "not loaded bit for bit: %s" % bad[:5]
 print(".chkpt from torch.save: %d tensors, the C++ model holds them exactly" % len(sd))
 ' "$here/../reference" "$work/twin_weights.chkpt" "$work/w2.safetensors"
-/usr/bin/python3 "$twin" check "$work/w2.safetensors" --threads 2 --show 3 --rtol 1e-5 --atol-rel 1e-4
+/usr/bin/python3 "$twin" check "$work/w2.safetensors" --threads 2 --show 3 --rtol 1e-5 --atol-rel 2e-4
 "$wgtrain" --config "$cfg" --set run_root="$work/runs" --set run_id=chkpt --set samples_per_mini_epoch=4 \
   --log-level warn --init-weights "$work/twin_weights.chkpt"
 /usr/bin/python3 "$twin" load-chkpt "$work/runs/chkpt/chkpt_latest.chkpt" "$work/w0.safetensors"
