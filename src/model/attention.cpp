@@ -4,14 +4,36 @@
 #include "wg/model/dropout.h"
 #include "wg/model/lean_ops.h"
 
+#include <functional>
+#include <memory>
+#include <utility>
+
 namespace wg {
 
 namespace {
-// The layer's last product: not computed in a recomputation's second run,
-// where only a residual sum reads it (output_linear).
-torch::Tensor output_projection(const torch::nn::Linear& proj, const torch::Tensor& o, Saving saving) {
-  return output_linear(o, {}, {proj->weight}, proj->bias.defined() ? std::vector<torch::Tensor>{proj->bias}
+// The layer's last product, on the core's output: the core is its prelude
+// (lean_ops.h), so with Saving::Lean the product keeps only the core's
+// input (q, k and v where the projections left them, and cross-attention's
+// kv) and runs the core again in backward, instead of keeping the core's
+// output. Not computed in a recomputation's second run, where only a
+// residual sum reads it (output_linear).
+torch::Tensor output_projection(const torch::nn::Linear& proj, const torch::Tensor& x, const Prelude& core,
+                                Saving saving) {
+  return output_linear(x, core, {proj->weight}, proj->bias.defined() ? std::vector<torch::Tensor>{proj->bias}
                                                                      : std::vector<torch::Tensor>{}, saving);
+}
+
+// The core as a prelude: fn from the projections' output to the core's
+// output [..., H·dh]; kv, cross-attention's keys and values, is a tensor
+// it reads that needs a gradient. No rerun of its own: a lean backward runs
+// fn again under autograd (the kernel's forward, then its backward).
+Prelude core_prelude(std::function<torch::Tensor(const torch::Tensor&)> fn, const torch::Tensor& kv,
+                     bool draws_random) {
+  Prelude core;
+  core.fn = std::move(fn);
+  if (kv.defined() && kv.requires_grad()) core.params = {kv};
+  core.draws_random = draws_random;
+  return core;
 }
 }  // namespace
 
@@ -46,19 +68,33 @@ QkNorm SelfAttentionImpl::qk_norm(Saving saving) const {
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
-  const Projections p = qkv(x, aux, saving);
-  torch::Tensor o = o_.block > 0 ? block_local_attention(p, o_.block, qk_norm(saving))
-                                 : dense_attention(p, o_.dropout, is_training(), qk_norm(saving));
-  o = o.flatten(-2, -1);
-  if (o_.block > 0 && o_.dropout > 0) o = wg::dropout(o, o_.dropout, is_training());
-  const torch::Tensor out = output_projection(proj_out, o, saving);
+  const int64_t H = o_.num_heads, block = o_.block;
+  const double dropout = is_training() ? o_.dropout : 0.0;
+  const QkNorm norm = qk_norm(saving);
+  const Prelude core = core_prelude(
+      [H, block, dropout, norm](const torch::Tensor& qkv) {
+        const Projections p = Projections::self(qkv, H);
+        if (block == 0) return dense_attention(p, dropout, dropout > 0, norm).flatten(-2, -1);
+        const torch::Tensor o = block_local_attention(p, block, norm).flatten(-2, -1);
+        return dropout > 0 ? wg::dropout(o, dropout, true) : o;  // block-local: dropout after the core
+      },
+      {}, dropout > 0);
+  const torch::Tensor out = output_projection(proj_out, qkv(x, aux, saving).q, core, saving);
   return o_.with_residual ? out + x : out;
 }
 
 torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const VarlenSegments& seg,
                                                 const torch::Tensor& aux, Saving saving) {
-  const torch::Tensor o = varlen_attention(qkv(x, aux, saving), seg, o_.dropout, is_training(), qk_norm(saving));
-  const torch::Tensor out = output_projection(proj_out, o.flatten(-2, -1), saving);
+  const int64_t H = o_.num_heads;
+  const double dropout = is_training() ? o_.dropout : 0.0;
+  const QkNorm norm = qk_norm(saving);
+  const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
+  const Prelude core = core_prelude(
+      [H, segments, dropout, norm](const torch::Tensor& qkv) {
+        return varlen_attention(Projections::self(qkv, H), *segments, dropout, dropout > 0, norm).flatten(-2, -1);
+      },
+      {}, dropout > 0);
+  const torch::Tensor out = output_projection(proj_out, qkv(x, aux, saving).q, core, saving);
   return o_.with_residual ? out + x : out;
 }
 
@@ -94,17 +130,28 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   // k and v side by side, q on its own: the core reads them there (see SelfAttention's qkv).
   const torch::Tensor kv = fused_linear(x_kv, pre_kv, {proj_heads_k->weight, proj_heads_v->weight}, {}, saving);
   const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, saving == Saving::Lean};
-  const auto attend = [&](const torch::Tensor& rows, const torch::Tensor& weight) {  // -> [R, H·dh]
-    const torch::Tensor q = fused_linear(rows, pre_q, {weight}, {}, saving);
-    return varlen_attention(Projections::cross(q, kv, H), seg, o_.dropout, is_training(), qk_norm).flatten(-2, -1);
+  const double dropout = is_training() ? o_.dropout : 0.0;
+  const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
+  const auto attend = [H, segments, dropout, qk_norm](const torch::Tensor& q, const torch::Tensor& keys_values) {
+    return varlen_attention(Projections::cross(q, keys_values, H), *segments, dropout, dropout > 0, qk_norm)
+        .flatten(-2, -1);
   };
   torch::Tensor out;
   if (o_.sliced_q) {  // x_q [R, slices, d]: every slot attends with its own projection (rows normed one by one)
-    std::vector<torch::Tensor> slots;
-    for (int64_t i = 0; i < o_.num_slices_q; ++i) slots.push_back(attend(x_q.select(1, i), q_slices_[size_t(i)]->weight));
-    out = output_projection(proj_out, torch::stack(slots, 1), saving);  // [R, slices, d]
+    std::vector<torch::Tensor> slots;  // each slot's queries [R, H·dh]
+    for (int64_t i = 0; i < o_.num_slices_q; ++i)
+      slots.push_back(fused_linear(x_q.select(1, i), pre_q, {q_slices_[size_t(i)]->weight}, {}, saving));
+    const Prelude core = core_prelude(
+        [attend, kv](const torch::Tensor& q) {  // q [R, slices, H·dh] -> [R, slices, H·dh]
+          std::vector<torch::Tensor> o;
+          for (int64_t i = 0; i < q.size(1); ++i) o.push_back(attend(q.select(1, i), kv));
+          return torch::stack(o, 1);
+        },
+        kv, dropout > 0);
+    out = output_projection(proj_out, torch::stack(slots, 1), core, saving);  // [R, slices, d]
   } else {
-    out = output_projection(proj_out, attend(x_q, proj_heads_q->weight), saving);
+    const Prelude core = core_prelude([attend, kv](const torch::Tensor& q) { return attend(q, kv); }, kv, dropout > 0);
+    out = output_projection(proj_out, fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving), core, saving);
   }
   return o_.with_residual ? x_q + out : out;
 }

@@ -22,19 +22,22 @@ double attention_core(double lq, double lk, int64_t inner) { return 4.0 * lq * l
 double ada_norm(double rows, int64_t dim, int64_t dim_aux) {
   return dim_aux > 0 ? linear(rows, dim_aux, 4 * dim_aux) + linear(rows, 4 * dim_aux, 2 * dim) : 0.0;
 }
+// Its first product, which a lean run runs again (norms.h).
+double ada_norm_first(double rows, int64_t dim_aux) { return dim_aux > 0 ? linear(rows, dim_aux, 4 * dim_aux) : 0.0; }
 
-// A piece's forward and its last product (see PieceFlops).
+// A piece's forward, its last product and what a lean run runs again (see PieceFlops).
 struct Counted {
-  double all = 0, last = 0;
+  double all = 0, last = 0, lean = 0;
 };
 
 Counted mlp(double rows, int64_t dim_in, int64_t dim_out, double hidden_factor, int64_t dim_aux, double aux_rows) {
   const int64_t hidden = int64_t(double(dim_in) * hidden_factor);
   const double last = linear(rows, hidden, dim_out);
-  return {ada_norm(aux_rows, dim_in, dim_aux) + linear(rows, dim_in, hidden) + last, last};
+  return {ada_norm(aux_rows, dim_in, dim_aux) + linear(rows, dim_in, hidden) + last, last,
+          ada_norm_first(aux_rows, dim_aux)};
 }
 
-void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.all, c.last); }
+void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.all, c.last, c.lean); }
 
 // q, k, v and out projections of a self-attention of width `dim` on `rows` tokens.
 double self_projections(double rows, int64_t dim) { return 4.0 * linear(rows, dim, dim); }
@@ -53,9 +56,9 @@ void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
   const auto key = [&](PieceKind kind, int block = -1) { return PieceKey{"embed", o.stream, block, kind}; };
   f.add(key(PieceKind::Input), linear(rows, o.token_size, o.dim_embed));
   for (int i = 0; i < o.num_blocks; ++i) {
-    f.add(key(PieceKind::Attention, i),
-          self_projections(rows, o.dim_embed) + n * attention_core(o.num_channels, o.num_channels, o.dim_embed),
-          linear(rows, o.dim_embed, o.dim_embed));
+    const double core = n * attention_core(o.num_channels, o.num_channels, o.dim_embed);
+    f.add(key(PieceKind::Attention, i), self_projections(rows, o.dim_embed) + core, linear(rows, o.dim_embed, o.dim_embed),
+          core);
     add(f, key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
   }
   const EmbedReadout r = embed_readout(o);
@@ -73,7 +76,7 @@ void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s) {
   const double m = double(s.num_tokens);
   for (int64_t i = 0; i < o.num_blocks; ++i) {
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention), self_projections(m, o.dim) + core,
-          linear(m, o.dim, o.dim));
+          linear(m, o.dim, o.dim), core);
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp), mlp(m, o.dim, o.dim, o.mlp_hidden_factor, 0, 0));
   }
 }
@@ -92,9 +95,9 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
   const double cross = linear(queries, o.dim_q, inner)                              // one projection per slot
                        + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner)       // keys, values of every token
                        + core + out;
-  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out);
+  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out, core);
   add(f, PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
-  f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out);
+  f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out, core);
 }
 
 // An engine over `batch` sequences of `length` tokens, its norms' aux on aux_rows rows.
@@ -106,7 +109,8 @@ void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<d
     double core = 0;
     for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, attention_block(o, i), o.dim);
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
-          ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core, linear(rows, o.dim, o.dim));
+          ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core, linear(rows, o.dim, o.dim),
+          core + ada_norm_first(aux_rows, o.dim_aux));
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
         mlp(rows, o.dim, o.dim, o.mlp_hidden_factor, o.dim_aux, aux_rows));
   }
@@ -129,11 +133,11 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
     f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
           ada_norm(p, o.dim_embed, o.dim_coords) + linear(p, o.dim_embed, inner) +
               2.0 * linear(neighbourhood, o.dim_latent, inner) + cross_core + cross_out,
-          cross_out);
+          cross_out, cross_core + ada_norm_first(p, o.dim_coords));
     if (o.self_attention)
       f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
             ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core,
-            linear(p, o.dim_embed, o.dim_embed));
+            linear(p, o.dim_embed, o.dim_embed), self_core + ada_norm_first(p, o.dim_coords));
     add(f, PieceKey::in_block("pred", o.stream, int(l), PieceKind::Mlp),
         mlp(p, o.dim_embed, o.dim_embed, o.mlp_hidden_factor, o.mlp_adaln ? o.dim_coords : 0, p));
   }
@@ -150,14 +154,15 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
 
 }  // namespace
 
-void ModelFlops::add(const PieceKey& key, double flops, double last_product) {
+void ModelFlops::add(const PieceKey& key, double flops, double last_product, double lean_rerun) {
   for (PieceFlops& p : pieces)
     if (p.key == key) {
       p.forward += flops;
       p.last_product += last_product;
+      p.lean_rerun += lean_rerun;
       return;
     }
-  pieces.push_back({key, flops, last_product});
+  pieces.push_back({key, flops, last_product, lean_rerun});
 }
 
 double ModelFlops::forward() const {
@@ -169,7 +174,11 @@ double ModelFlops::forward() const {
 double ModelFlops::recomputed(const RecomputePlan& plan) const {
   double sum = 0;
   for (const PieceFlops& p : pieces)
-    if (plan.get(p.key)) sum += p.rerun();
+    switch (plan.mode(p.key)) {
+      case PieceMode::Recompute: sum += p.rerun(); break;
+      case PieceMode::Lean: sum += p.lean_rerun; break;
+      case PieceMode::Keep: break;
+    }
   return sum;
 }
 

@@ -10,7 +10,9 @@
 //   run again, with the generators as at the first run when pre draws: by
 //   pre's rerun, whose vjp takes dh back to x and pre's tensors with the
 //   kernels autograd would call, or, for a pre without one, under autograd,
-//   and dh goes back through it with autograd::grad;
+//   and dh goes back through it with autograd::grad; with a rerun, pre's
+//   output is dropped before its vjp runs (the vjp takes dh over), so a
+//   lean backward holds no more at once than it must;
 // - unread (output_linear under Saving::Rerun): forward computes no
 //   product and returns zeros of its shape; backward, which never reads
 //   the output, is the same.
@@ -124,7 +126,8 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     variable_list result(1 + b0 + l.num_biases);  // the holder's slot, x, pre's tensors, weights, biases
     // G: the output's gradient, H: the product's input, as rows ([N, ·]) or groups of rows ([G, N, ·]).
     const torch::Tensor G = l.grouped ? by_group(grads[0]) : grads[0].reshape({-1, grads[0].size(-1)});
-    const torch::Tensor H = l.grouped ? by_group(h.detach()) : h.detach().reshape({-1, h.size(-1)});
+    torch::Tensor H = l.grouped ? by_group(h.detach()) : h.detach().reshape({-1, h.size(-1)});
+    const std::vector<int64_t> h_sizes = h.sizes().vec();
     const auto parts = [&](const torch::Tensor& t) {
       return l.grouped ? t.unbind(0) : t.split_with_sizes(l.rows, 0);
     };
@@ -139,13 +142,14 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     for (const torch::Tensor& p : pre_params) wants_dh = wants_dh || p.requires_grad();
     if (!wants_dh) return result;
     const torch::Tensor W = joined(l, weights);
-    const torch::Tensor dH = l.grouped ? torch::bmm(G, W).transpose(0, 1).reshape(h.sizes()) : G.mm(W).view(h.sizes());
+    torch::Tensor dH = l.grouped ? torch::bmm(G, W).transpose(0, 1).reshape(h_sizes) : G.mm(W).view(h_sizes);
     if (!(l.lean && l.pre.fn)) {
       result[1] = dH;
       return result;
     }
     if (rerun.vjp) {
-      const std::vector<torch::Tensor> d = rerun.vjp(dH);
+      H = h = rerun.h = torch::Tensor();  // read no more: freed before the vjp allocates
+      const std::vector<torch::Tensor> d = rerun.vjp(std::move(dH));
       if (x_requires_grad) result[1] = d[0];
       for (size_t i = 0; i < pre_params.size(); ++i)
         if (pre_params[i].requires_grad()) result[2 + i] = d[1 + i];
@@ -178,11 +182,11 @@ Prelude layer_norm_prelude(double eps, const torch::Tensor& weight, const torch:
   if (weight.defined()) pre.params = {weight, bias};
   pre.rerun = [eps, weight, bias](const torch::Tensor& x) {
     const LayerNormRun n = layer_norm_run(x, eps, weight, bias);
-    return PreludeRun{n.out, [eps, weight, bias, x, n](const torch::Tensor& dh) {
+    return PreludeRun{n.out, [eps, weight, bias, x, mean = n.mean, rstd = n.rstd](const torch::Tensor& dh) {
                         // NativeLayerNormBackward0's call: the same kernel, the same mask
                         const bool affine = weight.defined();
                         auto [dx, dw, db] = at::native_layer_norm_backward(
-                            dh, x, {x.size(-1)}, n.mean, n.rstd, weight, bias,
+                            dh, x, {x.size(-1)}, mean, rstd, weight, bias,
                             {true, affine && weight.requires_grad(), affine && bias.requires_grad()});
                         return affine ? std::vector<torch::Tensor>{dx, dw, db} : std::vector<torch::Tensor>{dx};
                       }};
@@ -233,14 +237,17 @@ Prelude gelu_dropout_prelude(double dropout, bool training) {
   // vjp is what DropoutFunction's and GeluBackward0's backward compute.
   pre.rerun = [dropout, draws = pre.draws_random](const torch::Tensor& x) {
     torch::Tensor h = torch::gelu(x);
-    if (!draws)
-      return PreludeRun{h, [x](const torch::Tensor& dh) { return std::vector<torch::Tensor>{at::gelu_backward(dh, x)}; }};
+    // Both vjps write into dh (theirs): GELU's backward elementwise in place.
+    const auto gelu_vjp = [x](torch::Tensor g) {
+      return std::vector<torch::Tensor>{at::gelu_backward_out(g, g, x)};
+    };
+    if (!draws) return PreludeRun{h, [gelu_vjp](torch::Tensor dh) { return gelu_vjp(dh.contiguous()); }};
     const uint64_t seed = draw_dropout_seed();
     apply_dropout_mask_(h, seed, dropout);
-    return PreludeRun{h, [x, seed, dropout](const torch::Tensor& dh) {
-                        torch::Tensor g = dh.contiguous().clone();
+    return PreludeRun{h, [gelu_vjp, seed, dropout](torch::Tensor dh) {
+                        torch::Tensor g = dh.contiguous();
                         apply_dropout_mask_(g, seed, dropout);
-                        return std::vector<torch::Tensor>{at::gelu_backward(g, x)};
+                        return gelu_vjp(g);
                       }};
   };
   return pre;

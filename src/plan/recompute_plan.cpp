@@ -42,6 +42,7 @@ size_t RecomputePlan::index_of(const PieceKey& key) const {
 bool RecomputePlan::get(const PieceKey& key) const { return recomputed(index_of(key)); }
 PieceMode RecomputePlan::mode(const PieceKey& key) const { return mode_[index_of(key)]; }
 void RecomputePlan::set(const PieceKey& key, bool recompute) { set(index_of(key), recompute); }
+void RecomputePlan::set_mode(const PieceKey& key, PieceMode mode) { mode_[index_of(key)] = mode; }
 
 int RecomputePlan::pieces_recomputed() const { return int(std::count(mode_.begin(), mode_.end(), PieceMode::Recompute)); }
 int RecomputePlan::pieces_lean() const { return int(std::count(mode_.begin(), mode_.end(), PieceMode::Lean)); }

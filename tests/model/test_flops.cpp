@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "../common/tiny_config.h"
+#include "wg/config/recompute_sections.h"
 #include "wg/data/dataset.h"
 #include "wg/model/flops.h"
 #include "wg/model/model_batch.h"
@@ -100,6 +101,15 @@ TEST(Flops, HandCountOfASmallModel) {
   EXPECT_EQ(piece("pred.S/block0.mlp").last_product, 2 * 3 * 8 * 4);
   for (const char* io : {"embed.S/input", "embed.S/readout", "pred.S/input", "pred.S/head"})
     EXPECT_EQ(piece(io).last_product, 0.0) << io;
+  // What a lean piece runs again: the attention cores and the AdaLayerNorms' first products.
+  EXPECT_EQ(piece("embed.S/block0.attn").lean_rerun, 3 * 4 * 3 * 3 * 4);
+  EXPECT_EQ(piece("ae_local/block0.attn").lean_rerun, 4 * (2 * 2 + 1 * 1) * 8);
+  EXPECT_EQ(piece("ae_adapter/block1.cross").lean_rerun, 4 * (2 + 1) * 8);
+  EXPECT_EQ(piece("ae_global/block0.attn").lean_rerun, 4 * 4 * 4 * 16);
+  EXPECT_EQ(piece("pred.S/block0.cross").lean_rerun, 4 * (1 + 2) * 9 * 4 + 2 * 3 * 6 * 24);
+  EXPECT_EQ(piece("pred.S/block0.attn").lean_rerun, 4 * (1 + 4) * 4 + 2 * 3 * 6 * 24);
+  EXPECT_EQ(piece("pred.S/block0.mlp").lean_rerun, 2 * 3 * 6 * 24);
+  EXPECT_EQ(piece("ae_global/block0.mlp").lean_rerun, 0.0);
 
   // Backward twice the forward; a recomputed piece's forward once more, but its last product.
   std::vector<PieceKey> keys;
@@ -109,6 +119,10 @@ TEST(Flops, HandCountOfASmallModel) {
   plan.set(*PieceKey::parse("ae_global/block0.attn"), true);
   plan.set(*PieceKey::parse("ae_global/block0.mlp"), true);
   EXPECT_EQ(f.step(plan), 3 * 56936.0 + 17408 - 2048 - 4096);
+  // A lean piece: its cores once more.
+  plan.set_mode(*PieceKey::parse("ae_local/block0.attn"), PieceMode::Lean);
+  plan.set_mode(*PieceKey::parse("ae_local/block0.mlp"), PieceMode::Lean);
+  EXPECT_EQ(f.step(plan), 3 * 56936.0 + 17408 - 2048 - 4096 + 4 * (2 * 2 + 1 * 1) * 8);
 }
 
 // The matrix products LibTorch's profiler counted in what ran under `profile`.
@@ -161,7 +175,8 @@ TEST(Flops, EqualTheProfilersCountOfARealForward) {
 
 // What a recomputation runs again, as the profiler counts the products of
 // a training step with every piece recomputed against one with none: the
-// pieces' forwards without their last products, as the count says.
+// pieces' forwards without their last products, as the count says; and
+// with every piece lean: the attention cores.
 TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
   Config c = testing::tiny_config();
   Dataset data(c, 0, 1);
@@ -184,12 +199,26 @@ TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
   for (int i = 0; i < plan.pieces_total(); ++i) plan.set(size_t(i), true);
   model->set_plan(plan);
   const double all_again = profiled_matmul_flops(step);
+  Config selective = c;  // every block piece and read-out lean
+  SectionRecompute lean_section;
+  lean_section.set = true;
+  lean_section.mode = RecomputeMode::Selective;
+  for (const RecomputeSectionInfo& s : recompute_sections()) selective.gradient_checkpointing.*s.field = lean_section;
+  RecomputePlan lean = resolve_plan(selective);
+  model->set_plan(lean);
+  const double lean_again = profiled_matmul_flops(step);
   at::set_num_threads(threads);
   const ModelFlops counted = model_flops(options, flop_shape(batch));
-  double last_products = 0;
-  for (const PieceFlops& p : counted.pieces) last_products += p.last_product;
+  double last_products = 0, lean_reruns = 0;
+  for (const PieceFlops& p : counted.pieces) {
+    last_products += p.last_product;
+    lean_reruns += p.lean_rerun;
+  }
   EXPECT_GT(last_products, 0.05 * counted.forward());  // far above the tolerance below: a rerun with them fails
   EXPECT_NEAR(all_again - nothing_again, counted.recomputed(plan), 1e-4 * counted.recomputed(plan));
+  EXPECT_GT(lean.pieces_lean(), 0);
+  EXPECT_GT(counted.recomputed(lean), 0.01 * counted.forward());  // far above the tolerance below
+  EXPECT_NEAR(lean_again - nothing_again, counted.recomputed(lean), 1e-4 * counted.recomputed(lean));
 }
 
 }  // namespace

@@ -208,7 +208,7 @@ TEST(LeanOps, PreludeRerunsGiveAutogradsGradients) {
     torch::manual_seed(21);
     const PreludeRun run = pre.rerun(x.detach());
     EXPECT_TRUE(torch::equal(run.h, h.detach()));
-    const std::vector<torch::Tensor> got = run.vjp(dh);
+    const std::vector<torch::Tensor> got = run.vjp(dh.clone());  // the vjp's own: it may write there
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(torch::equal(got[i], want[i])) << "gradient " << i;
   }
@@ -303,7 +303,7 @@ TEST(LeanOps, LeanLayersKeepAboutHalf) {
   for (const Saving s : {Saving::All, Saving::Lean}) {
     // MLP (f = 4): all keeps norm(x), the hidden pre- and post-activation and the output: 10 units; lean 5.
     // Attention: the norm, q k v, normed q k, the core's output and the output: 8 units (and the
-    // log-sum-exp); lean 5.
+    // log-sum-exp); lean 4 (x, q k v, the output: the core runs again in backward).
     const int64_t m = kept_by_forward([&] { return mlp->forward(x, {}, s); });
     const int64_t a = kept_by_forward([&] { return attn->forward_varlen(x, cells, {}, s); });
     const double mu = double(m) / unit, au = double(a) / unit;
@@ -313,7 +313,7 @@ TEST(LeanOps, LeanLayersKeepAboutHalf) {
       EXPECT_GE(au, 8.0);
     } else {
       EXPECT_LT(mu, 5.1);
-      EXPECT_LT(au, 5.2);
+      EXPECT_LT(au, 4.1);
     }
   }
 }

@@ -15,9 +15,10 @@
 //
 // q, k and v (k and v in cross-attention) come from one product over the
 // concatenated projection weights (lean_ops.h), which stay separate
-// parameters. With Saving::Lean the layer keeps its input, the projections'
-// output and the core's output; the pre-norm and the q/k norms are run
-// again in backward.
+// parameters. With Saving::Lean the layer keeps its input and the
+// projections' output; the pre-norm, the q/k norms and the core (the
+// kernel's forward, for the output projection's input) are run again in
+// backward.
 #pragma once
 
 #include <torch/torch.h>

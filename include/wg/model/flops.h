@@ -8,7 +8,9 @@
 //   step = forward · 3 (backward: the gradients of input and weight, twice
 //          the forward's products) + the forward of every recomputed piece
 //          but its last product (attention's output projection, the MLP's
-//          second layer), which a recomputation leaves out (saving.h)
+//          second layer), which a recomputation leaves out (saving.h),
+//          + what every lean piece runs again in backward (saving.h): its
+//          attention cores and its AdaLayerNorms' first products
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,7 @@ struct PieceFlops {
   PieceKey key;
   double forward = 0;       // the piece's forward, summed over its calls
   double last_product = 0;  // of which its last product, which a recomputation does not run again
+  double lean_rerun = 0;    // of which what a lean run (Saving::Lean) runs again: attention cores, AdaLayerNorms' first products
   double rerun() const { return forward - last_product; }
 };
 
@@ -48,9 +51,10 @@ struct ModelFlops {
   std::vector<PieceFlops> pieces;
   double outside_pieces = 0;  // forward FLOPs no plan covers (embed centroids)
 
-  void add(const PieceKey& key, double flops, double last_product = 0);
+  void add(const PieceKey& key, double flops, double last_product = 0, double lean_rerun = 0);
   double forward() const;
-  double recomputed(const RecomputePlan& plan) const;  // what the plan's recomputed pieces run again
+  // What the plan's recomputed pieces and its lean pieces run again.
+  double recomputed(const RecomputePlan& plan) const;
   double step(const RecomputePlan& plan) const { return 3.0 * forward() + recomputed(plan); }
 };
 

@@ -23,10 +23,13 @@
 namespace wg {
 
 // pre run again without a graph, and its vector-Jacobian product: dh ->
-// the gradients of x and of each of pre's params, in that order.
+// the gradients of x and of each of pre's params, in that order. dh is
+// the vjp's own (nothing else reads it): it may write its result there.
+// The caller drops h before it calls vjp, so what vjp needs of the run
+// it holds itself.
 struct PreludeRun {
   torch::Tensor h;
-  std::function<std::vector<torch::Tensor>(const torch::Tensor& dh)> vjp;
+  std::function<std::vector<torch::Tensor>(torch::Tensor dh)> vjp;
 };
 
 struct Prelude {

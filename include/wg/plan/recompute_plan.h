@@ -53,6 +53,7 @@ class RecomputePlan {
   bool get(const PieceKey& key) const;
   PieceMode mode(const PieceKey& key) const;
   void set(const PieceKey& key, bool recompute);
+  void set_mode(const PieceKey& key, PieceMode mode);
 
   int pieces_total() const { return int(pieces_.size()); }
   int pieces_recomputed() const;
