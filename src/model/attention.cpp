@@ -11,22 +11,11 @@
 namespace wg {
 
 namespace {
-// The layer's last product, on the core's output: the core is its prelude
-// (lean_ops.h), so with Saving::Lean the product keeps only the core's
-// input (q, k and v where the projections left them, and cross-attention's
-// kv) and runs the core again in backward, instead of keeping the core's
-// output. Not computed in a recomputation's second run, where only a
-// residual sum reads it (output_linear).
-torch::Tensor output_projection(const torch::nn::Linear& proj, const torch::Tensor& x, const Prelude& core,
-                                Saving saving) {
-  return output_linear(x, core, {proj->weight}, proj->bias.defined() ? std::vector<torch::Tensor>{proj->bias}
-                                                                     : std::vector<torch::Tensor>{}, saving);
-}
-
-// The core as a prelude: fn from the projections' output to the core's
-// output [..., H·dh]; kv, cross-attention's keys and values, is a tensor
-// it reads that needs a gradient. No rerun of its own: a lean backward runs
-// fn again under autograd (the kernel's forward, then its backward).
+// The core as a prelude of the output projection: fn from the projections'
+// output to the core's output [..., H·dh]; kv, cross-attention's keys and
+// values, is a tensor it reads that needs a gradient. No rerun of its own:
+// a lean backward runs fn again under autograd (the kernel's forward, then
+// its backward).
 Prelude core_prelude(std::function<torch::Tensor(const torch::Tensor&)> fn, const torch::Tensor& kv,
                      bool draws_random) {
   Prelude core;
@@ -34,6 +23,38 @@ Prelude core_prelude(std::function<torch::Tensor(const torch::Tensor&)> fn, cons
   if (kv.defined() && kv.requires_grad()) core.params = {kv};
   core.draws_random = draws_random;
   return core;
+}
+
+// The layer's last product, on the core's output. With Saving::Lean, where
+// the core is cheap to run again (rerun_core: lean_reruns_core, saving.h),
+// the core is the product's prelude (lean_ops.h): the product keeps only
+// the core's input (q, k and v where the projections left them, and
+// cross-attention's kv) and runs the core again in backward; otherwise
+// the core runs under autograd and its output is kept. Not computed in a
+// recomputation's second run, where only a residual sum reads it
+// (output_linear).
+torch::Tensor project_core(const torch::nn::Linear& proj, const torch::Tensor& core_in, const Prelude& core,
+                           bool rerun_core, Saving saving) {
+  const std::vector<torch::Tensor> bias =
+      proj->bias.defined() ? std::vector<torch::Tensor>{proj->bias} : std::vector<torch::Tensor>{};
+  if (saving == Saving::Lean && !rerun_core) return output_linear(core.fn(core_in), {}, {proj->weight}, bias, saving);
+  return output_linear(core_in, core, {proj->weight}, bias, saving);
+}
+
+// Σ lq·lk over the segments: the core's FLOPs are 4 · this · H·dh.
+double query_key_pairs(const VarlenSegments& seg) {
+  double pairs = 0;
+  for (int64_t s = 0; s < seg.num_segments; ++s)
+    pairs += double(seg.q_offsets[size_t(s) + 1] - seg.q_offsets[size_t(s)]) *
+             double(seg.k_offsets[size_t(s) + 1] - seg.k_offsets[size_t(s)]);
+  return pairs;
+}
+
+// Whether a lean self-attention of width d (= H·dh) over `pairs` query-key
+// pairs on `rows` rows runs its core again: the core 4·pairs·d FLOPs, the
+// four projections 8·rows·d².
+bool self_core_reruns(double pairs, double rows, int64_t d) {
+  return lean_reruns_core(4.0 * pairs * double(d), 8.0 * rows * double(d) * double(d));
 }
 }  // namespace
 
@@ -79,7 +100,13 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
         return dropout > 0 ? wg::dropout(o, dropout, true) : o;  // block-local: dropout after the core
       },
       {}, dropout > 0);
-  const torch::Tensor out = output_projection(proj_out, qkv(x, aux, saving).q, core, saving);
+  // x [B, L, d]: B·L rows, each query sees L keys, or its block's.
+  const int64_t L = x.size(-2), rows = x.numel() / x.size(-1);
+  const double pairs = block > 0 && block < L ? double(rows / L) * (double(L / block) * double(block * block) +
+                                                                     double((L % block) * (L % block)))
+                                              : double(rows) * double(L);
+  const torch::Tensor out =
+      project_core(proj_out, qkv(x, aux, saving).q, core, self_core_reruns(pairs, double(rows), o_.dim), saving);
   return o_.with_residual ? out + x : out;
 }
 
@@ -94,7 +121,8 @@ torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const Va
         return varlen_attention(Projections::self(qkv, H), *segments, dropout, dropout > 0, norm).flatten(-2, -1);
       },
       {}, dropout > 0);
-  const torch::Tensor out = output_projection(proj_out, qkv(x, aux, saving).q, core, saving);
+  const bool rerun_core = self_core_reruns(query_key_pairs(seg), double(x.numel() / x.size(-1)), o_.dim);
+  const torch::Tensor out = project_core(proj_out, qkv(x, aux, saving).q, core, rerun_core, saving);
   return o_.with_residual ? out + x : out;
 }
 
@@ -136,11 +164,18 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
     return varlen_attention(Projections::cross(q, keys_values, H), *segments, dropout, dropout > 0, qk_norm)
         .flatten(-2, -1);
   };
+  // The core 4·pairs·inner FLOPs (every slot's), the projections
+  // 2·inner·(Rq·(dim + dim) + 2·Rk·dim_kv): lean_reruns_core.
+  const int64_t inner = H * o_.dim_head, slots = o_.sliced_q ? o_.num_slices_q : 1;
+  const double rows_q = double(x_q.numel() / x_q.size(-1)), rows_k = double(x_kv.numel() / x_kv.size(-1));
+  const bool rerun_core =
+      lean_reruns_core(4.0 * double(slots) * query_key_pairs(seg) * double(inner),
+                       2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)));
   torch::Tensor out;
   if (o_.sliced_q) {  // x_q [R, slices, d]: every slot attends with its own projection (rows normed one by one)
-    std::vector<torch::Tensor> slots;  // each slot's queries [R, H·dh]
+    std::vector<torch::Tensor> queries;  // each slot's [R, H·dh]
     for (int64_t i = 0; i < o_.num_slices_q; ++i)
-      slots.push_back(fused_linear(x_q.select(1, i), pre_q, {q_slices_[size_t(i)]->weight}, {}, saving));
+      queries.push_back(fused_linear(x_q.select(1, i), pre_q, {q_slices_[size_t(i)]->weight}, {}, saving));
     const Prelude core = core_prelude(
         [attend, kv](const torch::Tensor& q) {  // q [R, slices, H·dh] -> [R, slices, H·dh]
           std::vector<torch::Tensor> o;
@@ -148,10 +183,10 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
           return torch::stack(o, 1);
         },
         kv, dropout > 0);
-    out = output_projection(proj_out, torch::stack(slots, 1), core, saving);  // [R, slices, d]
+    out = project_core(proj_out, torch::stack(queries, 1), core, rerun_core, saving);  // [R, slices, d]
   } else {
     const Prelude core = core_prelude([attend, kv](const torch::Tensor& q) { return attend(q, kv); }, kv, dropout > 0);
-    out = output_projection(proj_out, fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving), core, saving);
+    out = project_core(proj_out, fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving), core, rerun_core, saving);
   }
   return o_.with_residual ? x_q + out : out;
 }

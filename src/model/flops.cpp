@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "wg/data/tokenizer.h"
+#include "wg/model/saving.h"
 
 namespace wg {
 
@@ -39,6 +40,10 @@ Counted mlp(double rows, int64_t dim_in, int64_t dim_out, double hidden_factor, 
 
 void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.all, c.last, c.lean); }
 
+// What a lean attention piece runs again of its core: all of it where the
+// layer does (lean_reruns_core, saving.h), else nothing.
+double lean_core(double core, double projections) { return lean_reruns_core(core, projections) ? core : 0.0; }
+
 // q, k, v and out projections of a self-attention of width `dim` on `rows` tokens.
 double self_projections(double rows, int64_t dim) { return 4.0 * linear(rows, dim, dim); }
 
@@ -57,8 +62,9 @@ void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
   f.add(key(PieceKind::Input), linear(rows, o.token_size, o.dim_embed));
   for (int i = 0; i < o.num_blocks; ++i) {
     const double core = n * attention_core(o.num_channels, o.num_channels, o.dim_embed);
-    f.add(key(PieceKind::Attention, i), self_projections(rows, o.dim_embed) + core, linear(rows, o.dim_embed, o.dim_embed),
-          core);
+    const double projections = self_projections(rows, o.dim_embed);
+    f.add(key(PieceKind::Attention, i), projections + core, linear(rows, o.dim_embed, o.dim_embed),
+          lean_core(core, projections));
     add(f, key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
   }
   const EmbedReadout r = embed_readout(o);
@@ -76,7 +82,7 @@ void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s) {
   const double m = double(s.num_tokens);
   for (int64_t i = 0; i < o.num_blocks; ++i) {
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention), self_projections(m, o.dim) + core,
-          linear(m, o.dim, o.dim), core);
+          linear(m, o.dim, o.dim), lean_core(core, self_projections(m, o.dim)));
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp), mlp(m, o.dim, o.dim, o.mlp_hidden_factor, 0, 0));
   }
 }
@@ -92,12 +98,13 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
   if (cells == 0) return;
   const double queries = cells * double(o.num_queries);
   const double out = linear(queries, inner, o.dim_q);
-  const double cross = linear(queries, o.dim_q, inner)                              // one projection per slot
-                       + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner)       // keys, values of every token
-                       + core + out;
-  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out, core);
+  const double projections = linear(queries, o.dim_q, inner)                        // one projection per slot
+                             + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner) // keys, values of every token
+                             + out;
+  const double cross = projections + core, lean = lean_core(core, projections);
+  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out, lean);
   add(f, PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
-  f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out, core);
+  f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out, lean);
 }
 
 // An engine over `batch` sequences of `length` tokens, its norms' aux on aux_rows rows.
@@ -110,7 +117,7 @@ void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<d
     for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, attention_block(o, i), o.dim);
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
           ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core, linear(rows, o.dim, o.dim),
-          core + ada_norm_first(aux_rows, o.dim_aux));
+          lean_core(core, self_projections(rows, o.dim)) + ada_norm_first(aux_rows, o.dim_aux));
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
         mlp(rows, o.dim, o.dim, o.mlp_hidden_factor, o.dim_aux, aux_rows));
   }
@@ -129,15 +136,17 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   const double neighbourhood = double(s.num_samples * s.num_cells * 9 * num_queries);
   f.add(PieceKey::io("pred", o.stream, PieceKind::Input), linear(p, o.dim_coords, o.dim_embed));
   const double cross_out = linear(p, inner, o.dim_embed);
+  const double cross_projections =
+      linear(p, o.dim_embed, inner) + 2.0 * linear(neighbourhood, o.dim_latent, inner) + cross_out;
   for (int64_t l = 0; l < o.num_layers; ++l) {
     f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
-          ada_norm(p, o.dim_embed, o.dim_coords) + linear(p, o.dim_embed, inner) +
-              2.0 * linear(neighbourhood, o.dim_latent, inner) + cross_core + cross_out,
-          cross_out, cross_core + ada_norm_first(p, o.dim_coords));
+          ada_norm(p, o.dim_embed, o.dim_coords) + cross_projections + cross_core, cross_out,
+          lean_core(cross_core, cross_projections) + ada_norm_first(p, o.dim_coords));
     if (o.self_attention)
       f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
             ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core,
-            linear(p, o.dim_embed, o.dim_embed), self_core + ada_norm_first(p, o.dim_coords));
+            linear(p, o.dim_embed, o.dim_embed),
+            lean_core(self_core, self_projections(p, o.dim_embed)) + ada_norm_first(p, o.dim_coords));
     add(f, PieceKey::in_block("pred", o.stream, int(l), PieceKind::Mlp),
         mlp(p, o.dim_embed, o.dim_embed, o.mlp_hidden_factor, o.mlp_adaln ? o.dim_coords : 0, p));
   }

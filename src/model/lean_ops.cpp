@@ -11,8 +11,9 @@
 //   pre's rerun, whose vjp takes dh back to x and pre's tensors with the
 //   kernels autograd would call, or, for a pre without one, under autograd,
 //   and dh goes back through it with autograd::grad; with a rerun, pre's
-//   output is dropped before its vjp runs (the vjp takes dh over), so a
-//   lean backward holds no more at once than it must;
+//   output is dropped once dW is taken, before dh is allocated, and the vjp
+//   takes dh over (a plain layer norm's writes dx there), so a lean
+//   backward holds no more at once than it must;
 // - unread (output_linear under Saving::Rerun): forward computes no
 //   product and returns zeros of its shape; backward, which never reads
 //   the output, is the same.
@@ -20,6 +21,8 @@
 
 #include "wg/model/dropout.h"
 #include "wg/model/norms.h"
+
+#include <algorithm>
 
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -137,6 +140,9 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
       const auto dbs = parts(G.sum(l.grouped ? 1 : 0));
       for (size_t i = 0; i < l.num_biases; ++i) result[1 + b0 + i] = dbs[i];
     }
+    // A rerun's h is read no more (its vjp holds what it needs): freed
+    // before dh is allocated, so the two are never held at once.
+    if (rerun.vjp) H = h = rerun.h = torch::Tensor();
 
     bool wants_dh = x_requires_grad;
     for (const torch::Tensor& p : pre_params) wants_dh = wants_dh || p.requires_grad();
@@ -148,7 +154,6 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
       return result;
     }
     if (rerun.vjp) {
-      H = h = rerun.h = torch::Tensor();  // read no more: freed before the vjp allocates
       const std::vector<torch::Tensor> d = rerun.vjp(std::move(dH));
       if (x_requires_grad) result[1] = d[0];
       for (size_t i = 0; i < pre_params.size(); ++i)
@@ -174,6 +179,25 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
   }
 };
 
+// dx of a layer norm without weights at x from dh (its backward kernel,
+// whose rows are independent), written into dh's memory a block of rows at
+// a time: no second tensor of dh's size. Bit for bit what one call gives.
+torch::Tensor plain_layer_norm_backward_into(torch::Tensor dh, const torch::Tensor& x, const torch::Tensor& mean,
+                                             const torch::Tensor& rstd) {
+  const int64_t d = x.size(-1);
+  if (!dh.is_contiguous()) dh = dh.contiguous();
+  const torch::Tensor g = dh.view({-1, d}), xs = x.reshape({-1, d}), m = mean.reshape({-1, 1}), r = rstd.reshape({-1, 1});
+  const int64_t rows = g.size(0), block = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(d, 1));
+  for (int64_t i = 0; i < rows; i += block) {
+    const int64_t e = std::min(rows, i + block);
+    const torch::Tensor dx = std::get<0>(at::native_layer_norm_backward(g.slice(0, i, e), xs.slice(0, i, e), {d},
+                                                                        m.slice(0, i, e), r.slice(0, i, e), {}, {},
+                                                                        {true, false, false}));
+    g.slice(0, i, e).copy_(dx);
+  }
+  return dh;
+}
+
 }  // namespace
 
 Prelude layer_norm_prelude(double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
@@ -182,13 +206,14 @@ Prelude layer_norm_prelude(double eps, const torch::Tensor& weight, const torch:
   if (weight.defined()) pre.params = {weight, bias};
   pre.rerun = [eps, weight, bias](const torch::Tensor& x) {
     const LayerNormRun n = layer_norm_run(x, eps, weight, bias);
-    return PreludeRun{n.out, [eps, weight, bias, x, mean = n.mean, rstd = n.rstd](const torch::Tensor& dh) {
+    return PreludeRun{n.out, [eps, weight, bias, x, mean = n.mean, rstd = n.rstd](torch::Tensor dh) {
                         // NativeLayerNormBackward0's call: the same kernel, the same mask
                         const bool affine = weight.defined();
+                        if (!affine) return std::vector<torch::Tensor>{plain_layer_norm_backward_into(std::move(dh), x, mean, rstd)};
                         auto [dx, dw, db] = at::native_layer_norm_backward(
                             dh, x, {x.size(-1)}, mean, rstd, weight, bias,
-                            {true, affine && weight.requires_grad(), affine && bias.requires_grad()});
-                        return affine ? std::vector<torch::Tensor>{dx, dw, db} : std::vector<torch::Tensor>{dx};
+                            {true, weight.requires_grad(), bias.requires_grad()});
+                        return std::vector<torch::Tensor>{dx, dw, db};
                       }};
   };
   return pre;

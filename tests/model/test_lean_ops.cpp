@@ -212,6 +212,17 @@ TEST(LeanOps, PreludeRerunsGiveAutogradsGradients) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(torch::equal(got[i], want[i])) << "gradient " << i;
   }
+  {  // a plain layer norm's vjp writes dx into dh a block of rows at a time: more rows than a block
+    SCOPED_TRACE("layer norm, 80000 rows");
+    const Prelude pre = layer_norm_prelude(1e-5);
+    const torch::Tensor x = leaf({2, 40000, 32}), dh = torch::randn({2, 40000, 32});
+    const auto want = torch::autograd::grad({pre.fn(x)}, {x}, {dh});
+    torch::Tensor mine = dh.clone();
+    const void* where = mine.data_ptr();
+    const std::vector<torch::Tensor> got = pre.rerun(x.detach()).vjp(std::move(mine));
+    EXPECT_TRUE(torch::equal(got[0], want[0]));
+    EXPECT_EQ(got[0].data_ptr(), where);  // no second tensor of dh's size
+  }
   EXPECT_TRUE(gelu_dropout_prelude(0.3, true).draws_random);
   EXPECT_FALSE(gelu_dropout_prelude(0.3, false).draws_random);
 }
@@ -316,6 +327,14 @@ TEST(LeanOps, LeanLayersKeepAboutHalf) {
       EXPECT_LT(au, 4.1);
     }
   }
+  // 64 keys a query, more than d/2: the core costs as much as the
+  // projections (lean_reruns_core), so lean keeps its output: 5 units.
+  const VarlenSegments long_cells = VarlenSegments::from_lengths(std::vector<int64_t>(rows / 64, 64),
+                                                                 std::vector<int64_t>(rows / 64, 64), torch::kCPU);
+  const double kept = double(kept_by_forward([&] { return attn->forward_varlen(x, long_cells, {}, Saving::Lean); })) / unit;
+  std::cout << "lean, 64 keys a query: attention " << kept << " units\n";
+  EXPECT_GT(kept, 4.9);
+  EXPECT_LT(kept, 5.2);
 }
 
 }  // namespace

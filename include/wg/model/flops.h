@@ -10,7 +10,8 @@
 //          but its last product (attention's output projection, the MLP's
 //          second layer), which a recomputation leaves out (saving.h),
 //          + what every lean piece runs again in backward (saving.h): its
-//          attention cores and its AdaLayerNorms' first products
+//          attention cores where they are cheap (lean_reruns_core) and its
+//          AdaLayerNorms' first products
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,7 @@ struct PieceFlops {
   PieceKey key;
   double forward = 0;       // the piece's forward, summed over its calls
   double last_product = 0;  // of which its last product, which a recomputation does not run again
-  double lean_rerun = 0;    // of which what a lean run (Saving::Lean) runs again: attention cores, AdaLayerNorms' first products
+  double lean_rerun = 0;    // of which what a lean run (Saving::Lean) runs again: cheap attention cores, AdaLayerNorms' first products
   double rerun() const { return forward - last_product; }
 };
 

@@ -3,11 +3,12 @@
 // modules of a piece by run_pieces).
 //   All   every activation autograd would keep;
 //   Lean  only the inputs and outputs of the projections: pre-norms,
-//         q/k norms, activations (GELU, its dropout) and the attention
-//         core (its probabilities and output) are recomputed from them in
-//         backward, no projection is run again (lean_ops.h; AdaLayerNorm runs its
-//         first embedding product again, norms.h). Gradients are
-//         bit-identical to All.
+//         q/k norms, activations (GELU, its dropout) and attention
+//         probabilities are recomputed from them in backward, and the
+//         attention core's output too where that is cheap
+//         (lean_reruns_core); no projection is run again (lean_ops.h;
+//         AdaLayerNorm runs its first embedding product again, norms.h).
+//         Gradients are bit-identical to All.
 //   Rerun a recomputed piece's second run, in backward (PieceMode::Recompute):
 //         keeps as All, but its last product (output_linear, lean_ops.h),
 //         whose output nothing in the piece's backward reads, is not
@@ -19,5 +20,16 @@
 namespace wg {
 
 enum class Saving { All, Lean, Rerun };
+
+// Whether a lean attention layer runs its core (both of its products) again
+// in backward instead of keeping the core's output: where the core's FLOPs
+// are at most a quarter of the layer's four projections' (for
+// self-attention of width d: at most d/2 keys per query). Where keys are
+// many, the core costs as much as the projections and its output is kept.
+// The layers decide per call (attention.cpp), the FLOP count per piece
+// (flops.cpp), by this one rule.
+inline bool lean_reruns_core(double core_flops, double projection_flops) {
+  return core_flops <= 0.25 * projection_flops;
+}
 
 }  // namespace wg
