@@ -52,9 +52,9 @@ double query_key_pairs(const VarlenSegments& seg) {
 
 // Whether a lean self-attention of width d (= H·dh) over `pairs` query-key
 // pairs on `rows` rows runs its core again: the core 4·pairs·d FLOPs, the
-// four projections 8·rows·d².
+// four projections 8·rows·d², the output rows·d elements.
 bool self_core_reruns(double pairs, double rows, int64_t d) {
-  return lean_reruns_core(4.0 * pairs * double(d), 8.0 * rows * double(d) * double(d));
+  return lean_reruns_core(4.0 * pairs * double(d), 8.0 * rows * double(d) * double(d), rows * double(d));
 }
 }  // namespace
 
@@ -165,12 +165,14 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
         .flatten(-2, -1);
   };
   // The core 4·pairs·inner FLOPs (every slot's), the projections
-  // 2·inner·(Rq·(dim + dim) + 2·Rk·dim_kv): lean_reruns_core.
+  // 2·inner·(Rq·(dim + dim) + 2·Rk·dim_kv), the output Rq·inner elements:
+  // lean_reruns_core.
   const int64_t inner = H * o_.dim_head, slots = o_.sliced_q ? o_.num_slices_q : 1;
   const double rows_q = double(x_q.numel() / x_q.size(-1)), rows_k = double(x_kv.numel() / x_kv.size(-1));
   const bool rerun_core =
       lean_reruns_core(4.0 * double(slots) * query_key_pairs(seg) * double(inner),
-                       2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)));
+                       2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)),
+                       rows_q * double(inner));
   torch::Tensor out;
   if (o_.sliced_q) {  // x_q [R, slices, d]: every slot attends with its own projection (rows normed one by one)
     std::vector<torch::Tensor> queries;  // each slot's [R, H·dh]

@@ -41,8 +41,11 @@ Counted mlp(double rows, int64_t dim_in, int64_t dim_out, double hidden_factor, 
 void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.all, c.last, c.lean); }
 
 // What a lean attention piece runs again of its core: all of it where the
-// layer does (lean_reruns_core, saving.h), else nothing.
-double lean_core(double core, double projections) { return lean_reruns_core(core, projections) ? core : 0.0; }
+// layer does (lean_reruns_core, saving.h: the core's FLOPs, the four
+// projections', the core's output elements), else nothing.
+double lean_core(double core, double projections, double output) {
+  return lean_reruns_core(core, projections, output) ? core : 0.0;
+}
 
 // q, k, v and out projections of a self-attention of width `dim` on `rows` tokens.
 double self_projections(double rows, int64_t dim) { return 4.0 * linear(rows, dim, dim); }
@@ -64,7 +67,7 @@ void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
     const double core = n * attention_core(o.num_channels, o.num_channels, o.dim_embed);
     const double projections = self_projections(rows, o.dim_embed);
     f.add(key(PieceKind::Attention, i), projections + core, linear(rows, o.dim_embed, o.dim_embed),
-          lean_core(core, projections));
+          lean_core(core, projections, rows * double(o.dim_embed)));
     add(f, key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
   }
   const EmbedReadout r = embed_readout(o);
@@ -82,7 +85,7 @@ void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s) {
   const double m = double(s.num_tokens);
   for (int64_t i = 0; i < o.num_blocks; ++i) {
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention), self_projections(m, o.dim) + core,
-          linear(m, o.dim, o.dim), lean_core(core, self_projections(m, o.dim)));
+          linear(m, o.dim, o.dim), lean_core(core, self_projections(m, o.dim), m * double(o.dim)));
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp), mlp(m, o.dim, o.dim, o.mlp_hidden_factor, 0, 0));
   }
 }
@@ -101,7 +104,7 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
   const double projections = linear(queries, o.dim_q, inner)                        // one projection per slot
                              + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner) // keys, values of every token
                              + out;
-  const double cross = projections + core, lean = lean_core(core, projections);
+  const double cross = projections + core, lean = lean_core(core, projections, queries * double(inner));
   f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out, lean);
   add(f, PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
   f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out, lean);
@@ -117,7 +120,7 @@ void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<d
     for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, attention_block(o, i), o.dim);
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
           ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core, linear(rows, o.dim, o.dim),
-          lean_core(core, self_projections(rows, o.dim)) + ada_norm_first(aux_rows, o.dim_aux));
+          lean_core(core, self_projections(rows, o.dim), rows * double(o.dim)) + ada_norm_first(aux_rows, o.dim_aux));
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
         mlp(rows, o.dim, o.dim, o.mlp_hidden_factor, o.dim_aux, aux_rows));
   }
@@ -141,12 +144,13 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   for (int64_t l = 0; l < o.num_layers; ++l) {
     f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
           ada_norm(p, o.dim_embed, o.dim_coords) + cross_projections + cross_core, cross_out,
-          lean_core(cross_core, cross_projections) + ada_norm_first(p, o.dim_coords));
+          lean_core(cross_core, cross_projections, p * double(inner)) + ada_norm_first(p, o.dim_coords));
     if (o.self_attention)
       f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
             ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core,
             linear(p, o.dim_embed, o.dim_embed),
-            lean_core(self_core, self_projections(p, o.dim_embed)) + ada_norm_first(p, o.dim_coords));
+            lean_core(self_core, self_projections(p, o.dim_embed), p * double(o.dim_embed)) +
+                ada_norm_first(p, o.dim_coords));
     add(f, PieceKey::in_block("pred", o.stream, int(l), PieceKind::Mlp),
         mlp(p, o.dim_embed, o.dim_embed, o.mlp_hidden_factor, o.mlp_adaln ? o.dim_coords : 0, p));
   }

@@ -101,18 +101,32 @@ TEST(Flops, HandCountOfASmallModel) {
   EXPECT_EQ(piece("pred.S/block0.mlp").last_product, 2 * 3 * 8 * 4);
   for (const char* io : {"embed.S/input", "embed.S/readout", "pred.S/input", "pred.S/head"})
     EXPECT_EQ(piece(io).last_product, 0.0) << io;
-  // What a lean piece runs again: the attention cores that cost at most a
-  // quarter of their projections, and the AdaLayerNorms' first products.
-  // The embed's 3 keys a query over width 4 are more than 4/2: its core's
-  // output is kept (432 > 1152 / 4).
-  EXPECT_EQ(piece("embed.S/block0.attn").lean_rerun, 0.0);
-  EXPECT_EQ(piece("ae_local/block0.attn").lean_rerun, 4 * (2 * 2 + 1 * 1) * 8);
-  EXPECT_EQ(piece("ae_adapter/block1.cross").lean_rerun, 4 * (2 + 1) * 8);
-  EXPECT_EQ(piece("ae_global/block0.attn").lean_rerun, 4 * 4 * 4 * 16);
-  EXPECT_EQ(piece("pred.S/block0.cross").lean_rerun, 4 * (1 + 2) * 9 * 4 + 2 * 3 * 6 * 24);
-  EXPECT_EQ(piece("pred.S/block0.attn").lean_rerun, 4 * (1 + 4) * 4 + 2 * 3 * 6 * 24);
+  // What a lean piece runs again: its AdaLayerNorms' first products, and
+  // its attention cores where they are cheap and their outputs big
+  // (lean_reruns_core, saving.h): none of this size's.
+  for (const char* attn : {"embed.S/block0.attn", "ae_local/block0.attn", "ae_adapter/block1.cross", "ae_global/block0.attn"})
+    EXPECT_EQ(piece(attn).lean_rerun, 0.0) << attn;
+  EXPECT_EQ(piece("pred.S/block0.cross").lean_rerun, 2 * 3 * 6 * 24);
+  EXPECT_EQ(piece("pred.S/block0.attn").lean_rerun, 2 * 3 * 6 * 24);
   EXPECT_EQ(piece("pred.S/block0.mlp").lean_rerun, 2 * 3 * 6 * 24);
   EXPECT_EQ(piece("ae_global/block0.mlp").lean_rerun, 0.0);
+  // The local engine 256 wide on 4096 tokens (an output of 2^20 elements):
+  // cells of 8 tokens make a core of 4·512·8²·256 FLOPs, far under a
+  // quarter of the projections' 8·4096·256², so it runs again; cells of
+  // 256 make 4·16·256²·256, half of them, so its output is kept.
+  for (const int64_t len : {8, 256}) {
+    ModelOptions wide = o;
+    wide.local = engine("ae_local", 256);
+    FlopShape big = s;
+    big.num_tokens = 4096;
+    big.source_cell_lens.assign(size_t(4096 / len), len);
+    big.num_cells = int64_t(big.source_cell_lens.size());
+    const ModelFlops g = model_flops(wide, big);
+    double lean = -1;
+    for (const PieceFlops& p : g.pieces)
+      if (p.key.str() == "ae_local/block0.attn") lean = p.lean_rerun;
+    EXPECT_EQ(lean, len == 8 ? 4.0 * 512 * 8 * 8 * 256 : 0.0) << "cells of " << len;
+  }
 
   // Backward twice the forward; a recomputed piece's forward once more, but its last product.
   std::vector<PieceKey> keys;
@@ -122,10 +136,11 @@ TEST(Flops, HandCountOfASmallModel) {
   plan.set(*PieceKey::parse("ae_global/block0.attn"), true);
   plan.set(*PieceKey::parse("ae_global/block0.mlp"), true);
   EXPECT_EQ(f.step(plan), 3 * 56936.0 + 17408 - 2048 - 4096);
-  // A lean piece: its cores once more.
+  // Lean pieces: what they run again once more.
+  plan.set_mode(*PieceKey::parse("pred.S/block0.cross"), PieceMode::Lean);
+  plan.set_mode(*PieceKey::parse("pred.S/block0.mlp"), PieceMode::Lean);
   plan.set_mode(*PieceKey::parse("ae_local/block0.attn"), PieceMode::Lean);
-  plan.set_mode(*PieceKey::parse("ae_local/block0.mlp"), PieceMode::Lean);
-  EXPECT_EQ(f.step(plan), 3 * 56936.0 + 17408 - 2048 - 4096 + 4 * (2 * 2 + 1 * 1) * 8);
+  EXPECT_EQ(f.step(plan), 3 * 56936.0 + 17408 - 2048 - 4096 + 2 * (2 * 3 * 6 * 24));
 }
 
 // The matrix products LibTorch's profiler counted in what ran under `profile`.

@@ -298,7 +298,7 @@ int64_t kept_by_forward(const std::function<torch::Tensor()>& forward) {
 TEST(LeanOps, LeanLayersKeepAboutHalf) {
   install_counting_allocator();
   torch::manual_seed(1);
-  const int64_t d = 64, rows = 512;
+  const int64_t d = 64, rows = 4096;  // a core output of 2^18 elements: big enough to run again (saving.h)
   MlpOptions mo;
   mo.dim_in = d;
   mo.hidden_factor = 4;
@@ -328,13 +328,22 @@ TEST(LeanOps, LeanLayersKeepAboutHalf) {
     }
   }
   // 64 keys a query, more than d/2: the core costs as much as the
-  // projections (lean_reruns_core), so lean keeps its output: 5 units.
+  // projections (lean_reruns_core, saving.h), so lean keeps its output: 5 units.
   const VarlenSegments long_cells = VarlenSegments::from_lengths(std::vector<int64_t>(rows / 64, 64),
                                                                  std::vector<int64_t>(rows / 64, 64), torch::kCPU);
   const double kept = double(kept_by_forward([&] { return attn->forward_varlen(x, long_cells, {}, Saving::Lean); })) / unit;
   std::cout << "lean, 64 keys a query: attention " << kept << " units\n";
   EXPECT_GT(kept, 4.9);
   EXPECT_LT(kept, 5.2);
+  // 8 keys a query but 512 rows (2^15 elements): too small to be worth a rerun, the output is kept.
+  const VarlenSegments few = VarlenSegments::from_lengths(std::vector<int64_t>(64, 8), std::vector<int64_t>(64, 8),
+                                                          torch::kCPU);
+  const torch::Tensor x_few = x.slice(0, 0, 512);
+  const double small =
+      double(kept_by_forward([&] { return attn->forward_varlen(x_few, few, {}, Saving::Lean); })) / (unit / 8);
+  std::cout << "lean, 512 rows: attention " << small << " units\n";
+  EXPECT_GT(small, 4.9);
+  EXPECT_LT(small, 5.2);
 }
 
 }  // namespace
