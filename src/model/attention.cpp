@@ -30,9 +30,9 @@ Prelude core_prelude(std::function<torch::Tensor(const torch::Tensor&)> fn, cons
 // the core is the product's prelude (lean_ops.h): the product keeps only
 // the core's input (q, k and v where the projections left them, and
 // cross-attention's kv) and runs the core again in backward; otherwise
-// the core runs under autograd and its output is kept. Not computed in a
-// recomputation's second run, where only a residual sum reads it
-// (output_linear).
+// the core runs under autograd and its output is kept (rerun_core is read
+// only with Saving::Lean). Not computed in a recomputation's second run,
+// where only a residual sum reads it (output_linear).
 torch::Tensor project_core(const torch::nn::Linear& proj, const torch::Tensor& core_in, const Prelude& core,
                            bool rerun_core, Saving saving) {
   const std::vector<torch::Tensor> bias =
@@ -105,8 +105,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
   const double pairs = block > 0 && block < L ? double(rows / L) * (double(L / block) * double(block * block) +
                                                                      double((L % block) * (L % block)))
                                               : double(rows) * double(L);
-  const torch::Tensor out =
-      project_core(proj_out, qkv(x, aux, saving).q, core, self_core_reruns(pairs, double(rows), o_.dim), saving);
+  const bool rerun_core = saving == Saving::Lean && self_core_reruns(pairs, double(rows), o_.dim);
+  const torch::Tensor out = project_core(proj_out, qkv(x, aux, saving).q, core, rerun_core, saving);
   return o_.with_residual ? out + x : out;
 }
 
@@ -121,7 +121,8 @@ torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const Va
         return varlen_attention(Projections::self(qkv, H), *segments, dropout, dropout > 0, norm).flatten(-2, -1);
       },
       {}, dropout > 0);
-  const bool rerun_core = self_core_reruns(query_key_pairs(seg), double(x.numel() / x.size(-1)), o_.dim);
+  const bool rerun_core =
+      saving == Saving::Lean && self_core_reruns(query_key_pairs(seg), double(x.numel() / x.size(-1)), o_.dim);
   const torch::Tensor out = project_core(proj_out, qkv(x, aux, saving).q, core, rerun_core, saving);
   return o_.with_residual ? out + x : out;
 }
@@ -170,6 +171,7 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   const int64_t inner = H * o_.dim_head, slots = o_.sliced_q ? o_.num_slices_q : 1;
   const double rows_q = double(x_q.numel() / x_q.size(-1)), rows_k = double(x_kv.numel() / x_kv.size(-1));
   const bool rerun_core =
+      saving == Saving::Lean &&
       lean_reruns_core(4.0 * double(slots) * query_key_pairs(seg) * double(inner),
                        2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)),
                        rows_q * double(inner));

@@ -190,10 +190,8 @@ torch::Tensor plain_layer_norm_backward_into(torch::Tensor dh, const torch::Tens
   const int64_t rows = g.size(0), block = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(d, 1));
   for (int64_t i = 0; i < rows; i += block) {
     const int64_t e = std::min(rows, i + block);
-    const torch::Tensor dx = std::get<0>(at::native_layer_norm_backward(g.slice(0, i, e), xs.slice(0, i, e), {d},
-                                                                        m.slice(0, i, e), r.slice(0, i, e), {}, {},
-                                                                        {true, false, false}));
-    g.slice(0, i, e).copy_(dx);
+    g.slice(0, i, e).copy_(plain_layer_norm_backward(g.slice(0, i, e), xs.slice(0, i, e),
+                                                     LayerNormRun{{}, m.slice(0, i, e), r.slice(0, i, e)}));
   }
   return dh;
 }

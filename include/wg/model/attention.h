@@ -16,9 +16,10 @@
 // q, k and v (k and v in cross-attention) come from one product over the
 // concatenated projection weights (lean_ops.h), which stay separate
 // parameters. With Saving::Lean the layer keeps its input and the
-// projections' output; the pre-norm, the q/k norms and the core (the
-// kernel's forward, for the output projection's input) are run again in
-// backward.
+// projections' output; the pre-norm and the q/k norms are run again in
+// backward, and so is the core (the kernel's forward, for the output
+// projection's input) where that is cheap (lean_reruns_core, saving.h);
+// elsewhere the core's output is kept.
 #pragma once
 
 #include <torch/torch.h>
