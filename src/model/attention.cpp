@@ -41,6 +41,13 @@ torch::Tensor project_core(const torch::nn::Linear& proj, const torch::Tensor& c
   return output_linear(core_in, core, {proj->weight}, bias, saving);
 }
 
+// Whether the q/k norm keeps only its input (norming again in the core's
+// backward): in a lean layer whose core output is kept. A core that runs
+// again in backward (rerun_core) keeps its normed q and k instead: that run
+// is followed at once by its backward, and norming twice there would buy
+// no memory (the core's backward holds them either way).
+bool lean_qk_norm(Saving saving, bool rerun_core) { return saving == Saving::Lean && !rerun_core; }
+
 // Σ lq·lk over the segments: the core's FLOPs are 4 · this · H·dh.
 double query_key_pairs(const VarlenSegments& seg) {
   double pairs = 0;
@@ -84,14 +91,20 @@ Projections SelfAttentionImpl::qkv(const torch::Tensor& x, const torch::Tensor& 
                            o_.num_heads);  // [..., 3·H·dh]
 }
 
-QkNorm SelfAttentionImpl::qk_norm(Saving saving) const {
-  return QkNorm{o_.qk_norm ? o_.norm_eps : 0.0, saving == Saving::Lean};
+QkNorm SelfAttentionImpl::qk_norm(Saving saving, bool rerun_core) const {
+  return QkNorm{o_.qk_norm ? o_.norm_eps : 0.0, lean_qk_norm(saving, rerun_core)};
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
   const int64_t H = o_.num_heads, block = o_.block;
   const double dropout = is_training() ? o_.dropout : 0.0;
-  const QkNorm norm = qk_norm(saving);
+  // x [B, L, d]: B·L rows, each query sees L keys, or its block's.
+  const int64_t L = x.size(-2), rows = x.numel() / x.size(-1);
+  const double pairs = block > 0 && block < L ? double(rows / L) * (double(L / block) * double(block * block) +
+                                                                     double((L % block) * (L % block)))
+                                              : double(rows) * double(L);
+  const bool rerun_core = saving == Saving::Lean && self_core_reruns(pairs, double(rows), o_.dim);
+  const QkNorm norm = qk_norm(saving, rerun_core);
   const Prelude core = core_prelude(
       [H, block, dropout, norm](const torch::Tensor& qkv) {
         const Projections p = Projections::self(qkv, H);
@@ -100,12 +113,6 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
         return dropout > 0 ? wg::dropout(o, dropout, true) : o;  // block-local: dropout after the core
       },
       {}, dropout > 0);
-  // x [B, L, d]: B·L rows, each query sees L keys, or its block's.
-  const int64_t L = x.size(-2), rows = x.numel() / x.size(-1);
-  const double pairs = block > 0 && block < L ? double(rows / L) * (double(L / block) * double(block * block) +
-                                                                     double((L % block) * (L % block)))
-                                              : double(rows) * double(L);
-  const bool rerun_core = saving == Saving::Lean && self_core_reruns(pairs, double(rows), o_.dim);
   const torch::Tensor out = project_core(proj_out, qkv(x, aux, saving).q, core, rerun_core, saving);
   return o_.with_residual ? out + x : out;
 }
@@ -114,15 +121,15 @@ torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const Va
                                                 const torch::Tensor& aux, Saving saving) {
   const int64_t H = o_.num_heads;
   const double dropout = is_training() ? o_.dropout : 0.0;
-  const QkNorm norm = qk_norm(saving);
+  const bool rerun_core =
+      saving == Saving::Lean && self_core_reruns(query_key_pairs(seg), double(x.numel() / x.size(-1)), o_.dim);
+  const QkNorm norm = qk_norm(saving, rerun_core);
   const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
   const Prelude core = core_prelude(
       [H, segments, dropout, norm](const torch::Tensor& qkv) {
         return varlen_attention(Projections::self(qkv, H), *segments, dropout, dropout > 0, norm).flatten(-2, -1);
       },
       {}, dropout > 0);
-  const bool rerun_core =
-      saving == Saving::Lean && self_core_reruns(query_key_pairs(seg), double(x.numel() / x.size(-1)), o_.dim);
   const torch::Tensor out = project_core(proj_out, qkv(x, aux, saving).q, core, rerun_core, saving);
   return o_.with_residual ? out + x : out;
 }
@@ -158,13 +165,7 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   const Prelude pre_q = lnorm_in_q_ada_ ? lnorm_in_q_ada_->prelude(aux, saving) : pre_kv;
   // k and v side by side, q on its own: the core reads them there (see SelfAttention's qkv).
   const torch::Tensor kv = fused_linear(x_kv, pre_kv, {proj_heads_k->weight, proj_heads_v->weight}, {}, saving);
-  const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, saving == Saving::Lean};
   const double dropout = is_training() ? o_.dropout : 0.0;
-  const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
-  const auto attend = [H, segments, dropout, qk_norm](const torch::Tensor& q, const torch::Tensor& keys_values) {
-    return varlen_attention(Projections::cross(q, keys_values, H), *segments, dropout, dropout > 0, qk_norm)
-        .flatten(-2, -1);
-  };
   // The core 4·pairs·inner FLOPs (every slot's), the projections
   // 2·inner·(Rq·(dim + dim) + 2·Rk·dim_kv), the output Rq·inner elements:
   // lean_reruns_core.
@@ -175,6 +176,12 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
       lean_reruns_core(4.0 * double(slots) * query_key_pairs(seg) * double(inner),
                        2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)),
                        rows_q * double(inner));
+  const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, lean_qk_norm(saving, rerun_core)};
+  const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
+  const auto attend = [H, segments, dropout, qk_norm](const torch::Tensor& q, const torch::Tensor& keys_values) {
+    return varlen_attention(Projections::cross(q, keys_values, H), *segments, dropout, dropout > 0, qk_norm)
+        .flatten(-2, -1);
+  };
   torch::Tensor out;
   if (o_.sliced_q) {  // x_q [R, slices, d]: every slot attends with its own projection (rows normed one by one)
     std::vector<torch::Tensor> queries;  // each slot's [R, H·dh]

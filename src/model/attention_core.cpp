@@ -405,34 +405,27 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
       for (const Slot* s : {&c.q, &c.k, &c.v}) columns += s->src == i ? H * dh : 0;
       d_sources.push_back(written_whole(sources[i].sizes(), sources[i].options(), all_rows && columns == sources[i].size(1)));
     }
-    // With the norm, dQ and dK of the normed rows first, then back through the norm into the sources.
-    torch::Tensor dqn, dkn;
-    if (c.norms()) {
-      dqn = written_whole(qn.rows.sizes(), qn.rows.options(), all_rows);
-      dkn = written_whole(kn.rows.sizes(), kn.rows.options(), all_rows);
-    }
+    // With the norm, dQ and dK of the normed rows go into the sources'
+    // columns first, then back through the norm in place.
     const std::vector<Problem>& list = c.problems->list;
     AT_DISPATCH_FLOATING_TYPES(qs.scalar_type(), "attention backward", [&] {
       const auto in = [&](const Normed& normed, const torch::Tensor& source, const Slot& s) {
         return c.norms() ? rows_view<scalar_t>(normed.rows) : slot_rows<scalar_t>(source, s, dh);
       };
-      const auto grad = [&](const torch::Tensor& normed_grad, const Slot& s) {
-        return c.norms() ? rows_view<scalar_t>(normed_grad) : slot_rows<scalar_t>(d_sources[s.src], s, dh);
-      };
+      const auto grad = [&](const Slot& s) { return slot_rows<scalar_t>(d_sources[s.src], s, dh); };
       const Rows<scalar_t> Q = in(qn, qs, c.q), K = in(kn, ks, c.k), V = slot_rows<scalar_t>(vs, c.v, dh),
-                           dO = rows_view<scalar_t>(d_out), dQ = grad(dqn, c.q), dK = grad(dkn, c.k),
-                           dV = slot_rows<scalar_t>(d_sources[c.v.src], c.v, dh);
+                           dO = rows_view<scalar_t>(d_out), dQ = grad(c.q), dK = grad(c.k), dV = grad(c.v);
       const scalar_t *l = lse.data_ptr<scalar_t>(), *rd = row_dot.data_ptr<scalar_t>();
       for_each_problem(int64_t(list.size()), [&](int64_t i) {
         backward_problem(list[size_t(i)], Q, K, V, dO, l, rd, dQ, dK, dV, H, scalar_t(scale), c.dropout,
                          problem_seed(seed, i), qs.options());
       });
-      if (c.norms()) {  // back through the norms, into the sources' columns
-        for (const auto& [g, normed, s] : {std::tuple{&dqn, &qn, &c.q}, std::tuple{&dkn, &kn, &c.k}}) {
-          torch::Tensor& d = d_sources[s->src];
-          head_norm_backward(g->data_ptr<scalar_t>(), normed->rows.data_ptr<scalar_t>(),
-                             normed->rstd.data_ptr<scalar_t>(), g->size(0), H, dh, d.data_ptr<scalar_t>() + s->col,
-                             d.stride(0));
+      if (c.norms()) {  // back through the norms, in the sources' columns
+        for (const auto& [normed, s] : {std::pair{&qn, &c.q}, std::pair{&kn, &c.k}}) {
+          scalar_t* d = d_sources[s->src].data_ptr<scalar_t>() + s->col;
+          const int64_t ld = d_sources[s->src].stride(0);
+          head_norm_backward(d, ld, normed->rows.data_ptr<scalar_t>(), normed->rstd.data_ptr<scalar_t>(),
+                             normed->rows.size(0), H, dh, d, ld);
         }
       }
     });

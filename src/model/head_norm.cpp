@@ -47,15 +47,14 @@ void head_norm_forward(const T* x, int64_t ld, int64_t rows, int64_t heads, int6
 }
 
 template <typename T>
-void head_norm_backward(const T* dy, const T* y, const T* rstd, int64_t rows, int64_t heads, int64_t dh, T* dx,
-                        int64_t ld) {
+void head_norm_backward(const T* dy, int64_t ld_dy, const T* y, const T* rstd, int64_t rows, int64_t heads, int64_t dh,
+                        T* dx, int64_t ld) {
   const T inv_n = T(1) / T(dh);
   at::parallel_for(0, rows, grain(heads, dh), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       for (int64_t h = 0; h < heads; ++h) {
-        const int64_t at = (r * heads + h) * dh;
-        const T *dyi = dy + at, *yi = y + at;
-        T* dxi = dx + r * ld + h * dh;
+        const T *dyi = dy + r * ld_dy + h * dh, *yi = y + (r * heads + h) * dh;
+        T* dxi = dx + r * ld + h * dh;  // may be dyi: both sums are taken before any write
         const T a = lane_sum<T>(dh, [&](int64_t j) { return dyi[j]; }) * inv_n;
         const T b = lane_sum<T>(dh, [&](int64_t j) { return dyi[j] * yi[j]; }) * inv_n;
         const T rs = rstd[r * heads + h];
@@ -66,9 +65,9 @@ void head_norm_backward(const T* dy, const T* y, const T* rstd, int64_t rows, in
 
 template void head_norm_forward<float>(const float*, int64_t, int64_t, int64_t, int64_t, double, float*, float*);
 template void head_norm_forward<double>(const double*, int64_t, int64_t, int64_t, int64_t, double, double*, double*);
-template void head_norm_backward<float>(const float*, const float*, const float*, int64_t, int64_t, int64_t, float*,
-                                        int64_t);
-template void head_norm_backward<double>(const double*, const double*, const double*, int64_t, int64_t, int64_t,
+template void head_norm_backward<float>(const float*, int64_t, const float*, const float*, int64_t, int64_t, int64_t,
+                                        float*, int64_t);
+template void head_norm_backward<double>(const double*, int64_t, const double*, const double*, int64_t, int64_t, int64_t,
                                          double*, int64_t);
 
 }  // namespace wg

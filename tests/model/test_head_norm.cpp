@@ -2,6 +2,7 @@
 // layer norm and its backward: rows read from and gradients written into
 // column blocks of wider tensors (the neighbours untouched), head widths
 // that are and are not a multiple of the sum lanes, float and double; the
+// backward in place (dy's columns replaced by dx) with the same bits; the
 // same bits on one thread as on two.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -29,8 +30,8 @@ std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const Ca
 void backward(const torch::Tensor& dy, const torch::Tensor& y, const torch::Tensor& rstd, const Case& c,
               torch::Tensor& dx) {
   AT_DISPATCH_FLOATING_TYPES(dx.scalar_type(), "head norm backward", [&] {
-    head_norm_backward(dy.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), rstd.data_ptr<scalar_t>(), c.rows, c.heads,
-                       c.dh, dx.data_ptr<scalar_t>() + c.col, dx.size(1));
+    head_norm_backward(dy.data_ptr<scalar_t>(), c.heads * c.dh, y.data_ptr<scalar_t>(), rstd.data_ptr<scalar_t>(),
+                       c.rows, c.heads, c.dh, dx.data_ptr<scalar_t>() + c.col, dx.size(1));
   });
 }
 
@@ -59,6 +60,15 @@ void check(const Case& c, torch::Dtype dtype, double tol) {
   const torch::Tensor outside = torch::cat({dx.narrow(1, 0, c.col), dx.narrow(1, c.col + c.heads * c.dh,
                                                                               c.width - c.col - c.heads * c.dh)}, 1);
   EXPECT_TRUE(torch::equal(outside, torch::full_like(outside, 7.0)));
+  // In place, as the attention kernel runs it: dy in the same columns of a
+  // wider tensor, replaced by dx with the same bits; the neighbours untouched.
+  torch::Tensor in_place = torch::full({c.rows, c.width}, 7.0, o);
+  block(in_place, c).copy_(dy);
+  AT_DISPATCH_FLOATING_TYPES(dx.scalar_type(), "head norm backward in place", [&] {
+    scalar_t* d = in_place.data_ptr<scalar_t>() + c.col;
+    head_norm_backward(d, c.width, y.data_ptr<scalar_t>(), rstd.data_ptr<scalar_t>(), c.rows, c.heads, c.dh, d, c.width);
+  });
+  EXPECT_TRUE(torch::equal(in_place, dx));
 }
 
 TEST(HeadNorm, EqualsLayerNormOnColumnBlocks) {

@@ -20,10 +20,12 @@ namespace wg {
 template <typename T>
 void head_norm_forward(const T* x, int64_t ld, int64_t rows, int64_t heads, int64_t dh, double eps, T* y, T* rstd);
 
-// dy, y [rows, heads, dh] and rstd [rows, heads] contiguous (y and rstd
-// from head_norm_forward); dx written at dx + r·ld + h·dh.
+// dy: head h of row r at dy + r·ld_dy + h·dh; y [rows, heads, dh] and
+// rstd [rows, heads] contiguous (from head_norm_forward); dx written at
+// dx + r·ld + h·dh. dx may be dy (the same rows, ld == ld_dy): the
+// gradient then replaces dy in place, with the same bits.
 template <typename T>
-void head_norm_backward(const T* dy, const T* y, const T* rstd, int64_t rows, int64_t heads, int64_t dh, T* dx,
-                        int64_t ld);
+void head_norm_backward(const T* dy, int64_t ld_dy, const T* y, const T* rstd, int64_t rows, int64_t heads, int64_t dh,
+                        T* dx, int64_t ld);
 
 }  // namespace wg
