@@ -48,6 +48,13 @@ torch::Tensor project_core(const torch::nn::Linear& proj, const torch::Tensor& c
 // no memory (the core's backward holds them either way).
 bool lean_qk_norm(Saving saving, bool rerun_core) { return saving == Saving::Lean && !rerun_core; }
 
+// Whether a core that runs again in a lean backward runs as one joint
+// pass (attention_core.h): on the CPU kernel, in the layouts it takes
+// (`layout`: not block-local, whose dropout follows the core).
+bool joint_runs(bool rerun_core, const torch::Tensor& x, bool layout) {
+  return rerun_core && layout && attention_kernel_runs_on(x);
+}
+
 // Σ lq·lk over the segments: the core's FLOPs are 4 · this · H·dh.
 double query_key_pairs(const VarlenSegments& seg) {
   double pairs = 0;
@@ -105,7 +112,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
                                               : double(rows) * double(L);
   const bool rerun_core = saving == Saving::Lean && self_core_reruns(pairs, double(rows), o_.dim);
   const QkNorm norm = qk_norm(saving, rerun_core);
-  const Prelude core = core_prelude(
+  Prelude core = core_prelude(
       [H, block, dropout, norm](const torch::Tensor& qkv) {
         const Projections p = Projections::self(qkv, H);
         if (block == 0) return dense_attention(p, dropout, dropout > 0, norm).flatten(-2, -1);
@@ -113,6 +120,11 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
         return dropout > 0 ? wg::dropout(o, dropout, true) : o;  // block-local: dropout after the core
       },
       {}, dropout > 0);
+  if (joint_runs(rerun_core, x, block == 0))
+    core.joint = [H, dropout, norm](const torch::Tensor& qkv, const torch::Tensor& dh) {
+      const CoreJoint r = dense_attention_joint(Projections::self(qkv, H), dropout, norm, dh);
+      return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q}};
+    };
   const torch::Tensor out = project_core(proj_out, qkv(x, aux, saving).q, core, rerun_core, saving);
   return o_.with_residual ? out + x : out;
 }
@@ -125,11 +137,16 @@ torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const Va
       saving == Saving::Lean && self_core_reruns(query_key_pairs(seg), double(x.numel() / x.size(-1)), o_.dim);
   const QkNorm norm = qk_norm(saving, rerun_core);
   const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
-  const Prelude core = core_prelude(
+  Prelude core = core_prelude(
       [H, segments, dropout, norm](const torch::Tensor& qkv) {
         return varlen_attention(Projections::self(qkv, H), *segments, dropout, dropout > 0, norm).flatten(-2, -1);
       },
       {}, dropout > 0);
+  if (joint_runs(rerun_core, x, true))
+    core.joint = [H, segments, dropout, norm](const torch::Tensor& qkv, const torch::Tensor& dh) {
+      const CoreJoint r = varlen_attention_joint(Projections::self(qkv, H), *segments, dropout, norm, dh);
+      return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q}};
+    };
   const torch::Tensor out = project_core(proj_out, qkv(x, aux, saving).q, core, rerun_core, saving);
   return o_.with_residual ? out + x : out;
 }
@@ -196,7 +213,12 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
         kv, dropout > 0);
     out = project_core(proj_out, torch::stack(queries, 1), core, rerun_core, saving);  // [R, slices, d]
   } else {
-    const Prelude core = core_prelude([attend, kv](const torch::Tensor& q) { return attend(q, kv); }, kv, dropout > 0);
+    Prelude core = core_prelude([attend, kv](const torch::Tensor& q) { return attend(q, kv); }, kv, dropout > 0);
+    if (joint_runs(rerun_core, x_q, true))
+      core.joint = [H, segments, dropout, qk_norm, kv](const torch::Tensor& q, const torch::Tensor& dh) {
+        const CoreJoint r = varlen_attention_joint(Projections::cross(q, kv, H), *segments, dropout, qk_norm, dh);
+        return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q, r.d_kv}};
+      };
     out = project_core(proj_out, fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving), core, rerun_core, saving);
   }
   return o_.with_residual ? x_q + out : out;

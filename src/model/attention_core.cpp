@@ -17,7 +17,13 @@
 //   backward into them;
 // - forward keeps the sources, the output and the log-sum-exp of each
 //   score row ([Rq, H]), and, normed and not lean, the normed q and k;
-//   backward recomputes the probabilities from them;
+//   backward recomputes the probabilities from them, and each score
+//   row's Σ dO · O per tile (8 fixed lanes);
+// - a joint pass (a core run again in a lean backward) runs forward and
+//   backward tile by tile on the forward's tiles: the scores computed
+//   once, the output and log-sum-exp written as the forward writes them,
+//   then the backward as it runs, so its output and gradients have the
+//   forward's and backward's bits;
 // - with dropout, problem i's keep-mask is made from the seed (seed, i)
 //   (dropout.h); seed is drawn once per call from the CPU generator, so a
 //   recomputed piece (its generator states restored) draws the same masks;
@@ -224,78 +230,130 @@ void tile_to_rows(const Problem& pr, const Tile& t, int64_t H, const T* from, T*
       to[(pr.q_first[size_t(i / H)] + j) * H + i % H] = *from++;
 }
 
-// One problem's forward, tile by tile: scores, softmax (its rows'
-// log-sum-exp into lse [R, H]), dropout, and the output rows.
+// The operands of one call as rows: q and k (normed where the norm runs),
+// v, the output and its rows' log-sum-exp ([R, H]); in backward also the
+// output's gradient and q's, k's and v's (written in place).
 template <typename T>
-void forward_problem(const Problem& pr, const Rows<T>& Q, const Rows<T>& K, const Rows<T>& V, const Rows<T>& O,
-                     T* lse, int64_t H, T scale, double dropout, uint64_t seed, const torch::TensorOptions& options) {
-  const int64_t lq = pr.lq, lk = pr.lk, dh = Q.dh;
-  const auto q_at = [&](const Rows<T>& r, int64_t i, int64_t row) { return r.at(pr.q_first[size_t(i / H)] + row, i % H); };
-  const auto k_at = [&](const Rows<T>& r, int64_t i) { return r.at(pr.k_first[size_t(i / H)], i % H); };
-  for_each_tile(pr.n() * H, lq, lk, int64_t(sizeof(T)), [&](const Tile& t) {
-    const int64_t m = t.rows(), size = m * lk;
-    torch::Tensor P = torch::empty({t.items(), m, lk}, options);
-    T* p = P.data_ptr<T>();  // p + (i - i0) · size: item i's scores
-    products(t.i0, t.i1, m, lk, dh, [&](int64_t i) {
-      mm<T>(false, true, m, lk, dh, scale, q_at(Q, i, t.r0), Q.ld, k_at(K, i), K.ld, T(0), p + (i - t.i0) * size, lk);
-    });
-    const torch::Tensor row_max = P.amax(-1, true);  // (max(-1) would also find the indices: 5x the time)
-    P.sub_(row_max).exp_();
-    const torch::Tensor row_sum = P.sum(-1, true);
-    const torch::Tensor row_lse = row_sum.log().add_(row_max);  // [items, m, 1]
-    P.mul_(row_sum.reciprocal_());
-    if (dropout > 0) apply_dropout_mask_(P, seed, dropout, (t.i0 * lq + t.r0) * lk);
-    products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
-      mm<T>(false, false, m, dh, lk, T(1), p + (i - t.i0) * size, lk, k_at(V, i), V.ld, T(0), q_at(O, i, t.r0), O.ld);
-    });
-    tile_to_rows(pr, t, H, row_lse.data_ptr<T>(), lse);
-  });
+struct Operands {
+  Rows<T> Q, K, V, O, dO, dQ, dK, dV;
+  T* lse;
+  int64_t H;
+  T scale;
+  double dropout;
+  torch::TensorOptions options;
+};
+
+// Item i's query rows from row r on, and its key rows, in rows `at`.
+template <typename T>
+T* query_rows(const Problem& pr, const Rows<T>& at, int64_t H, int64_t i, int64_t r) {
+  return at.at(pr.q_first[size_t(i / H)] + r, i % H);
+}
+template <typename T>
+T* key_rows(const Problem& pr, const Rows<T>& at, int64_t H, int64_t i) {
+  return at.at(pr.k_first[size_t(i / H)], i % H);
 }
 
-// One problem's backward, tile by tile: the probabilities again from lse,
+// A tile's scores q kᵀ · scale: [items, rows, lk].
+template <typename T>
+torch::Tensor tile_scores(const Problem& pr, const Tile& t, const Operands<T>& a) {
+  const int64_t m = t.rows(), lk = pr.lk, size = m * lk;
+  torch::Tensor S = torch::empty({t.items(), m, lk}, a.options);
+  T* s = S.data_ptr<T>();  // s + (i - i0) · size: item i's scores
+  products(t.i0, t.i1, m, lk, a.Q.dh, [&](int64_t i) {
+    mm<T>(false, true, m, lk, a.Q.dh, a.scale, query_rows(pr, a.Q, a.H, i, t.r0), a.Q.ld, key_rows(pr, a.K, a.H, i),
+          a.K.ld, T(0), s + (i - t.i0) * size, lk);
+  });
+  return S;
+}
+
+// A tile's forward from its scores P: softmax (its rows' log-sum-exp into
+// lse), dropout, and the output rows.
+template <typename T>
+void tile_forward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, uint64_t seed) {
+  const int64_t m = t.rows(), lk = pr.lk, size = m * lk, dh = a.Q.dh;
+  const torch::Tensor row_max = P.amax(-1, true);  // (max(-1) would also find the indices: 5x the time)
+  P.sub_(row_max).exp_();
+  const torch::Tensor row_sum = P.sum(-1, true);
+  const torch::Tensor row_lse = row_sum.log().add_(row_max);  // [items, m, 1]
+  P.mul_(row_sum.reciprocal_());
+  if (a.dropout > 0) apply_dropout_mask_(P, seed, a.dropout, (t.i0 * pr.lq + t.r0) * lk);
+  const T* p = P.data_ptr<T>();
+  products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
+    mm<T>(false, false, m, dh, lk, T(1), p + (i - t.i0) * size, lk, key_rows(pr, a.V, a.H, i), a.V.ld, T(0),
+          query_rows(pr, a.O, a.H, i, t.r0), a.O.ld);
+  });
+  tile_to_rows(pr, t, a.H, row_lse.data_ptr<T>(), a.lse);
+}
+
+// Σ_d dO · O of each of a tile's rows (item-major, as its scores), summed
+// in 8 fixed lanes: the same bits wherever a tile's backward runs.
+template <typename T>
+void tile_row_dots(const Problem& pr, const Tile& t, const Operands<T>& a, T* to) {
+  const int64_t dh = a.O.dh;
+  for (int64_t i = t.i0; i < t.i1; ++i)
+    for (int64_t j = t.r0; j < t.r1; ++j) {
+      const T *o = query_rows(pr, a.O, a.H, i, j), *g = query_rows(pr, a.dO, a.H, i, j);
+      T lane[8] = {};
+      int64_t d = 0;
+      for (; d + 8 <= dh; d += 8)
+        for (int l = 0; l < 8; ++l) lane[l] += g[d + l] * o[d + l];
+      for (int l = 0; d < dh; ++d, ++l) lane[l] += g[d] * o[d];
+      *to++ = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    }
+}
+
+// A tile's backward from its scores P: the probabilities again from lse,
 // then dV, dP, dS, dQ and dK into their rows. Each key row belongs to one
 // sequence, so dK and dV sum only over an item's row blocks (the first
 // block writes, the next ones add).
 template <typename T>
-void backward_problem(const Problem& pr, const Rows<T>& Q, const Rows<T>& K, const Rows<T>& V, const Rows<T>& dO,
-                      const T* lse, const T* row_dot, const Rows<T>& dQ, const Rows<T>& dK, const Rows<T>& dV,
-                      int64_t H, T scale, double dropout, uint64_t seed, const torch::TensorOptions& options) {
-  const int64_t lq = pr.lq, lk = pr.lk, dh = Q.dh;
-  const auto q_at = [&](const Rows<T>& r, int64_t i, int64_t row) { return r.at(pr.q_first[size_t(i / H)] + row, i % H); };
-  const auto k_at = [&](const Rows<T>& r, int64_t i) { return r.at(pr.k_first[size_t(i / H)], i % H); };
-  for_each_tile(pr.n() * H, lq, lk, int64_t(sizeof(T)), [&](const Tile& t) {
-    const int64_t m = t.rows(), size = m * lk, offset = (t.i0 * lq + t.r0) * lk;
-    const T add = t.r0 == 0 ? T(0) : T(1);  // dK, dV: the item's first row block writes, the next ones add
-    torch::Tensor P = torch::empty({t.items(), m, lk}, options), stats = torch::empty({t.items(), m, 1}, options);
-    T* p = P.data_ptr<T>();
-    products(t.i0, t.i1, m, lk, dh, [&](int64_t i) {
-      mm<T>(false, true, m, lk, dh, scale, q_at(Q, i, t.r0), Q.ld, k_at(K, i), K.ld, T(0), p + (i - t.i0) * size, lk);
-    });
-    rows_to_tile(pr, t, H, lse, stats.data_ptr<T>());
-    P.sub_(stats).exp_();  // the probabilities again
-    torch::Tensor kept = P;
-    if (dropout > 0) {
-      kept = P.clone();
-      apply_dropout_mask_(kept, seed, dropout, offset);
-    }
-    const T* pk = kept.data_ptr<T>();
-    products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
-      mm<T>(true, false, lk, dh, m, T(1), pk + (i - t.i0) * size, lk, q_at(dO, i, t.r0), dO.ld, add, k_at(dV, i), dV.ld);
-    });
-    torch::Tensor dS = torch::empty({t.items(), m, lk}, options);
-    T* ds = dS.data_ptr<T>();
-    products(t.i0, t.i1, m, lk, dh, [&](int64_t i) {
-      mm<T>(false, true, m, lk, dh, T(1), q_at(dO, i, t.r0), dO.ld, k_at(V, i), V.ld, T(0), ds + (i - t.i0) * size, lk);
-    });
-    if (dropout > 0) apply_dropout_mask_(dS, seed, dropout, offset);
-    rows_to_tile(pr, t, H, row_dot, stats.data_ptr<T>());
-    dS.sub_(stats).mul_(P);  // dS / scale: the products below take the scale
-    products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
-      mm<T>(false, false, m, dh, lk, scale, ds + (i - t.i0) * size, lk, k_at(K, i), K.ld, T(0), q_at(dQ, i, t.r0), dQ.ld);
-    });
-    products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
-      mm<T>(true, false, lk, dh, m, scale, ds + (i - t.i0) * size, lk, q_at(Q, i, t.r0), Q.ld, add, k_at(dK, i), dK.ld);
-    });
+void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, uint64_t seed) {
+  const int64_t m = t.rows(), lk = pr.lk, size = m * lk, dh = a.Q.dh, offset = (t.i0 * pr.lq + t.r0) * lk, H = a.H;
+  const T add = t.r0 == 0 ? T(0) : T(1);  // dK, dV: the item's first row block writes, the next ones add
+  torch::Tensor stats = torch::empty({t.items(), m, 1}, a.options);
+  rows_to_tile(pr, t, H, a.lse, stats.data_ptr<T>());
+  P.sub_(stats).exp_();  // the probabilities again
+  torch::Tensor kept = P;
+  if (a.dropout > 0) {
+    kept = P.clone();
+    apply_dropout_mask_(kept, seed, a.dropout, offset);
+  }
+  const T* pk = kept.data_ptr<T>();
+  products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
+    mm<T>(true, false, lk, dh, m, T(1), pk + (i - t.i0) * size, lk, query_rows(pr, a.dO, H, i, t.r0), a.dO.ld, add,
+          key_rows(pr, a.dV, H, i), a.dV.ld);
+  });
+  torch::Tensor dS = torch::empty({t.items(), m, lk}, a.options);
+  T* ds = dS.data_ptr<T>();
+  products(t.i0, t.i1, m, lk, dh, [&](int64_t i) {
+    mm<T>(false, true, m, lk, dh, T(1), query_rows(pr, a.dO, H, i, t.r0), a.dO.ld, key_rows(pr, a.V, H, i), a.V.ld,
+          T(0), ds + (i - t.i0) * size, lk);
+  });
+  if (a.dropout > 0) apply_dropout_mask_(dS, seed, a.dropout, offset);
+  tile_row_dots(pr, t, a, stats.data_ptr<T>());
+  dS.sub_(stats).mul_(P);  // dS / scale: the products below take the scale
+  products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
+    mm<T>(false, false, m, dh, lk, a.scale, ds + (i - t.i0) * size, lk, key_rows(pr, a.K, H, i), a.K.ld, T(0),
+          query_rows(pr, a.dQ, H, i, t.r0), a.dQ.ld);
+  });
+  products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
+    mm<T>(true, false, lk, dh, m, a.scale, ds + (i - t.i0) * size, lk, query_rows(pr, a.Q, H, i, t.r0), a.Q.ld, add,
+          key_rows(pr, a.dK, H, i), a.dK.ld);
+  });
+}
+
+// One problem, tile by tile: its forward; its backward; or both at once
+// (a core run again in a lean backward: the scores computed once, the
+// output and lse as the forward gave them, then the backward as it runs).
+enum class Pass { Forward, Backward, Joint };
+template <typename T>
+void run_problem(Pass pass, const Problem& pr, const Operands<T>& a, uint64_t seed) {
+  for_each_tile(pr.n() * a.H, pr.lq, pr.lk, int64_t(sizeof(T)), [&](const Tile& t) {
+    torch::Tensor P = tile_scores(pr, t, a);
+    if (pass == Pass::Backward) return tile_backward(pr, t, P, a, seed);
+    torch::Tensor S = pass == Pass::Joint ? P.clone() : torch::Tensor();
+    tile_forward(pr, t, P, a, seed);
+    if (pass == Pass::Joint) tile_backward(pr, t, S, a, seed);
   });
 }
 
@@ -341,6 +399,67 @@ torch::Tensor written_whole(at::IntArrayRef sizes, const torch::TensorOptions& o
   return whole ? torch::empty(sizes, options) : torch::zeros(sizes, options);
 }
 
+// One gradient per source; zeros unless the problems write every row and
+// the slots every column.
+std::vector<torch::Tensor> source_grads(const Call& c, const std::vector<torch::Tensor>& sources) {
+  std::vector<torch::Tensor> d;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    int64_t columns = 0;
+    for (const Slot* s : {&c.q, &c.k, &c.v}) columns += s->src == i ? c.heads * c.dh : 0;
+    d.push_back(written_whole(sources[i].sizes(), sources[i].options(),
+                              c.problems->covers_all && columns == sources[i].size(1)));
+  }
+  return d;
+}
+
+// Runs `pass` over every problem of call c on its sources: q and k read
+// normed (qn, kn) where the norm runs; out [Rq, H, dh] and lse [Rq, H];
+// in backward d_out [Rq, H, dh] contiguous and the sources' gradients.
+void run_call(Pass pass, const Call& c, const std::vector<torch::Tensor>& sources, const Normed& qn, const Normed& kn,
+              const torch::Tensor& out, const torch::Tensor& lse, const torch::Tensor& d_out,
+              const std::vector<torch::Tensor>& d_sources, uint64_t seed) {
+  const torch::Tensor &qs = sources[c.q.src], &ks = sources[c.k.src], &vs = sources[c.v.src];
+  const int64_t dh = c.dh;
+  const std::vector<Problem>& list = c.problems->list;
+  AT_DISPATCH_FLOATING_TYPES(qs.scalar_type(), "attention", [&] {
+    using Rs = Rows<scalar_t>;
+    const auto in = [&](const Normed& normed, const torch::Tensor& source, const Slot& s) {
+      return c.norms() ? rows_view<scalar_t>(normed.rows) : slot_rows<scalar_t>(source, s, dh);
+    };
+    const auto grad = [&](const Slot& s) {
+      return pass == Pass::Forward ? Rs{nullptr, 0, dh} : slot_rows<scalar_t>(d_sources[s.src], s, dh);
+    };
+    const Operands<scalar_t> a{in(qn, qs, c.q),
+                               in(kn, ks, c.k),
+                               slot_rows<scalar_t>(vs, c.v, dh),
+                               rows_view<scalar_t>(out),
+                               pass == Pass::Forward ? Rs{nullptr, 0, dh} : rows_view<scalar_t>(d_out),
+                               grad(c.q),
+                               grad(c.k),
+                               grad(c.v),
+                               lse.data_ptr<scalar_t>(),
+                               c.heads,
+                               scalar_t(1.0 / std::sqrt(double(dh))),
+                               c.dropout,
+                               qs.options()};
+    for_each_problem(int64_t(list.size()), [&](int64_t i) { run_problem(pass, list[size_t(i)], a, problem_seed(seed, i)); });
+    if (pass != Pass::Forward && c.norms()) {  // back through the norms, in the sources' columns
+      for (const auto& [normed, s] : {std::pair{&qn, &c.q}, std::pair{&kn, &c.k}}) {
+        scalar_t* d = d_sources[s->src].data_ptr<scalar_t>() + s->col;
+        const int64_t ld = d_sources[s->src].stride(0);
+        head_norm_backward(d, ld, normed->rows.data_ptr<scalar_t>(), normed->rstd.data_ptr<scalar_t>(),
+                           normed->rows.size(0), c.heads, dh, d, ld);
+      }
+    }
+  });
+}
+
+// The output [Rq, H, dh] and lse [Rq, H] of call c (rows in no problem: 0, and an lse never read).
+std::pair<torch::Tensor, torch::Tensor> outputs(const Call& c, const torch::Tensor& qs) {
+  return {written_whole({qs.size(0), c.heads, c.dh}, qs.options(), c.problems->covers_all),
+          torch::empty({qs.size(0), c.heads}, qs.options())};
+}
+
 // Inputs: the sources ([R, W] rows, each column block of H·dh a slot);
 // output [Rq, H, dh]. Keeps the sources, the output, each row's
 // log-sum-exp and (q/k norm, not lean) the normed q and k; backward
@@ -348,28 +467,15 @@ torch::Tensor written_whole(at::IntArrayRef sizes, const torch::TensorOptions& o
 struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Call>& call, at::TensorList sources) {
     const Call& c = *call;
-    const torch::Tensor &qs = sources[c.q.src], &ks = sources[c.k.src], &vs = sources[c.v.src];
-    const int64_t H = c.heads, dh = c.dh, Rq = qs.size(0);
-    const double scale = 1.0 / std::sqrt(double(dh));
+    const std::vector<torch::Tensor> in(sources.begin(), sources.end());
     Normed qn, kn;
     if (c.norms()) {
-      qn = norm_slot(qs, c.q, c);
-      kn = norm_slot(ks, c.k, c);
+      qn = norm_slot(in[c.q.src], c.q, c);
+      kn = norm_slot(in[c.k.src], c.k, c);
     }
-    torch::Tensor out = written_whole({Rq, H, dh}, qs.options(), c.problems->covers_all);
-    torch::Tensor lse = torch::empty({Rq, H}, qs.options());  // rows in no problem are never read
+    const auto [out, lse] = outputs(c, in[c.q.src]);
     const uint64_t seed = c.dropout > 0 ? draw_dropout_seed() : 0;
-    const std::vector<Problem>& list = c.problems->list;
-    AT_DISPATCH_FLOATING_TYPES(qs.scalar_type(), "attention forward", [&] {
-      const Rows<scalar_t> Q = c.norms() ? rows_view<scalar_t>(qn.rows) : slot_rows<scalar_t>(qs, c.q, dh),
-                           K = c.norms() ? rows_view<scalar_t>(kn.rows) : slot_rows<scalar_t>(ks, c.k, dh),
-                           V = slot_rows<scalar_t>(vs, c.v, dh), O = rows_view<scalar_t>(out);
-      scalar_t* l = lse.data_ptr<scalar_t>();
-      for_each_problem(int64_t(list.size()), [&](int64_t i) {
-        forward_problem(list[size_t(i)], Q, K, V, O, l, H, scalar_t(scale), c.dropout, problem_seed(seed, i),
-                        qs.options());
-      });
-    });
+    run_call(Pass::Forward, c, in, qn, kn, out, lse, {}, {}, seed);
     variable_list keep(sources.begin(), sources.end());
     keep.insert(keep.end(), {out, lse});
     if (c.norms() && !c.lean) keep.insert(keep.end(), {qn.rows, qn.rstd, kn.rows, kn.rstd});
@@ -387,53 +493,37 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     const size_t n = saved.size() - (c.norms() && !c.lean ? 6 : 2);  // the sources
     const std::vector<torch::Tensor> sources(saved.begin(), saved.begin() + long(n));
     const torch::Tensor &out = saved[n], &lse = saved[n + 1];
-    const torch::Tensor &qs = sources[c.q.src], &ks = sources[c.k.src], &vs = sources[c.v.src];
     Normed qn, kn;  // the normed q and k: kept, or made again
     if (c.norms()) {
-      qn = c.lean ? norm_slot(qs, c.q, c) : Normed{saved[n + 2], saved[n + 3]};
-      kn = c.lean ? norm_slot(ks, c.k, c) : Normed{saved[n + 4], saved[n + 5]};
+      qn = c.lean ? norm_slot(sources[c.q.src], c.q, c) : Normed{saved[n + 2], saved[n + 3]};
+      kn = c.lean ? norm_slot(sources[c.k.src], c.k, c) : Normed{saved[n + 4], saved[n + 5]};
     }
-    const int64_t H = c.heads, dh = c.dh;
-    const double scale = 1.0 / std::sqrt(double(dh));
-    const torch::Tensor d_out = grads[0].detach().contiguous();
-    const torch::Tensor row_dot = (d_out * out).sum(-1);  // [Rq, H]: Σ_d dO · O per row and head
-    // One gradient per source; zeros unless the problems write every row and the slots every column.
-    const bool all_rows = c.problems->covers_all;
-    std::vector<torch::Tensor> d_sources;
-    for (size_t i = 0; i < n; ++i) {
-      int64_t columns = 0;
-      for (const Slot* s : {&c.q, &c.k, &c.v}) columns += s->src == i ? H * dh : 0;
-      d_sources.push_back(written_whole(sources[i].sizes(), sources[i].options(), all_rows && columns == sources[i].size(1)));
-    }
-    // With the norm, dQ and dK of the normed rows go into the sources'
-    // columns first, then back through the norm in place.
-    const std::vector<Problem>& list = c.problems->list;
-    AT_DISPATCH_FLOATING_TYPES(qs.scalar_type(), "attention backward", [&] {
-      const auto in = [&](const Normed& normed, const torch::Tensor& source, const Slot& s) {
-        return c.norms() ? rows_view<scalar_t>(normed.rows) : slot_rows<scalar_t>(source, s, dh);
-      };
-      const auto grad = [&](const Slot& s) { return slot_rows<scalar_t>(d_sources[s.src], s, dh); };
-      const Rows<scalar_t> Q = in(qn, qs, c.q), K = in(kn, ks, c.k), V = slot_rows<scalar_t>(vs, c.v, dh),
-                           dO = rows_view<scalar_t>(d_out), dQ = grad(c.q), dK = grad(c.k), dV = grad(c.v);
-      const scalar_t *l = lse.data_ptr<scalar_t>(), *rd = row_dot.data_ptr<scalar_t>();
-      for_each_problem(int64_t(list.size()), [&](int64_t i) {
-        backward_problem(list[size_t(i)], Q, K, V, dO, l, rd, dQ, dK, dV, H, scalar_t(scale), c.dropout,
-                         problem_seed(seed, i), qs.options());
-      });
-      if (c.norms()) {  // back through the norms, in the sources' columns
-        for (const auto& [normed, s] : {std::pair{&qn, &c.q}, std::pair{&kn, &c.k}}) {
-          scalar_t* d = d_sources[s->src].data_ptr<scalar_t>() + s->col;
-          const int64_t ld = d_sources[s->src].stride(0);
-          head_norm_backward(d, ld, normed->rows.data_ptr<scalar_t>(), normed->rstd.data_ptr<scalar_t>(),
-                             normed->rows.size(0), H, dh, d, ld);
-        }
-      }
-    });
+    // dQ and dK (of the normed rows, with the norm) go into the sources'
+    // columns, then back through the norm in place.
+    const std::vector<torch::Tensor> d_sources = source_grads(c, sources);
+    run_call(Pass::Backward, c, sources, qn, kn, out, lse, grads[0].detach().contiguous(), d_sources, seed);
     variable_list result{torch::Tensor()};  // the call
     result.insert(result.end(), d_sources.begin(), d_sources.end());
     return result;
   }
 };
+
+// The call's forward and backward at once, without a graph (a core run
+// again in a lean backward): the output as the forward gave it, and the
+// sources' gradients for d_out; the dropout seed drawn as the forward drew it.
+std::pair<torch::Tensor, std::vector<torch::Tensor>> run_joint(const Call& c, const std::vector<torch::Tensor>& sources,
+                                                               const torch::Tensor& d_out) {
+  Normed qn, kn;
+  if (c.norms()) {
+    qn = norm_slot(sources[c.q.src], c.q, c);
+    kn = norm_slot(sources[c.k.src], c.k, c);
+  }
+  const auto [out, lse] = outputs(c, sources[c.q.src]);
+  const uint64_t seed = c.dropout > 0 ? draw_dropout_seed() : 0;
+  std::vector<torch::Tensor> d_sources = source_grads(c, sources);
+  run_call(Pass::Joint, c, sources, qn, kn, out, lse, d_out.contiguous(), d_sources, seed);
+  return {out, std::move(d_sources)};
+}
 
 // The kernel: on the CPU, float32/float64, with a BLAS in the process
 // (Debian's LibTorch links one); elsewhere the padded reference runs.
@@ -456,9 +546,9 @@ torch::Tensor as_rows(const torch::Tensor& t, int64_t W) {
   return readable ? r : r.contiguous();
 }
 
-// The kernel on sources [R_i, W_i] (under autograd) -> [Rq, H, dh].
-torch::Tensor attend(const std::vector<torch::Tensor>& sources, Slot q, Slot k, Slot v, int64_t heads, int64_t dh,
-                     c10::intrusive_ptr<Problems> problems, double dropout, const QkNorm& norm) {
+// A call of the kernel.
+c10::intrusive_ptr<Call> make_call(Slot q, Slot k, Slot v, int64_t heads, int64_t dh, c10::intrusive_ptr<Problems> problems,
+                                   double dropout, const QkNorm& norm) {
   auto call = c10::make_intrusive<Call>();
   call->problems = std::move(problems);
   call->q = q;
@@ -469,17 +559,49 @@ torch::Tensor attend(const std::vector<torch::Tensor>& sources, Slot q, Slot k, 
   call->dropout = dropout;
   call->qk_norm_eps = norm.eps;
   call->lean = norm.lean;
+  return call;
+}
+
+// The kernel on sources [R_i, W_i] (under autograd) -> [Rq, H, dh].
+torch::Tensor attend(const std::vector<torch::Tensor>& sources, Slot q, Slot k, Slot v, int64_t heads, int64_t dh,
+                     c10::intrusive_ptr<Problems> problems, double dropout, const QkNorm& norm) {
+  const auto call = make_call(q, k, v, heads, dh, std::move(problems), dropout, norm);
   return AttentionFunction::apply(call, at::TensorList(sources));  // a TensorList: each one an input of the graph
+}
+
+// Projections as the kernel's sources and slots: self-attention's one
+// source (q, k, v side by side), or cross-attention's two (q; k and v).
+struct Sourced {
+  std::vector<torch::Tensor> sources;
+  Slot q, k, v;
+};
+Sourced sourced(const Projections& p) {
+  const int64_t inner = p.heads * p.dim_head();
+  if (p.is_self()) return {{as_rows(p.q, 3 * inner)}, {0, 0}, {0, inner}, {0, 2 * inner}};
+  return {{as_rows(p.q, inner), as_rows(p.kv, 2 * inner)}, {0, 0}, {1, 0}, {1, inner}};
 }
 
 // Self-attention (one source of q, k, v side by side) or cross (q; k and v side by side).
 torch::Tensor attend(const Projections& p, c10::intrusive_ptr<Problems> problems, double dropout, const QkNorm& norm) {
-  const int64_t H = p.heads, dh = p.dim_head(), inner = H * dh;
-  if (p.is_self())
-    return attend({as_rows(p.q, 3 * inner)}, {0, 0}, {0, inner}, {0, 2 * inner}, H, dh, std::move(problems), dropout,
-                  norm);
-  return attend({as_rows(p.q, inner), as_rows(p.kv, 2 * inner)}, {0, 0}, {1, 0}, {1, inner}, H, dh,
-                std::move(problems), dropout, norm);
+  const Sourced s = sourced(p);
+  return attend(s.sources, s.q, s.k, s.v, p.heads, p.dim_head(), std::move(problems), dropout, norm);
+}
+
+// attend(p, ...)'s output and, for d_out, its backward at once, without a
+// graph: the problems must be those the forward made.
+CoreJoint attend_joint(const Projections& p, c10::intrusive_ptr<Problems> problems, double dropout, const QkNorm& norm,
+                       const torch::Tensor& d_out) {
+  const int64_t H = p.heads, dh = p.dim_head();
+  Sourced s = sourced(p);
+  for (torch::Tensor& t : s.sources) t = t.detach();
+  const auto call = make_call(s.q, s.k, s.v, H, dh, std::move(problems), dropout, norm);
+  const int64_t Rq = s.sources[0].size(0);
+  auto [out, d] = run_joint(*call, s.sources, d_out.reshape({Rq, H, dh}));
+  CoreJoint r;
+  r.out = out;
+  r.d_q = d[0].view(p.q.sizes());
+  if (!p.is_self()) r.d_kv = d[1].view(p.kv.sizes());
+  return r;
 }
 
 // Separate q, k, v [..., H, dh].
@@ -563,6 +685,23 @@ torch::Tensor dense_attention(const Projections& p, double dropout, bool trainin
   const int64_t B = p.q.size(0), L = p.q.size(1), H = p.heads, dh = p.dim_head();
   return attend(p, dense_problems(B, L, H, int64_t(p.q.element_size())), training ? dropout : 0.0, norm)
       .view({B, L, H, dh});
+}
+
+bool attention_kernel_runs_on(const torch::Tensor& t) { return kernel_runs_on(t); }
+
+CoreJoint varlen_attention_joint(const Projections& p, const VarlenSegments& seg, double dropout, const QkNorm& norm,
+                                 const torch::Tensor& d_out) {
+  TORCH_CHECK(kernel_runs_on(p.q), "varlen attention: the joint pass runs on the CPU kernel only");
+  return attend_joint(p, varlen_problems(seg, p.heads, int64_t(p.q.element_size())), dropout, norm, d_out);
+}
+
+CoreJoint dense_attention_joint(const Projections& p, double dropout, const QkNorm& norm, const torch::Tensor& d_out) {
+  TORCH_CHECK(kernel_runs_on(p.q) && p.is_self() && p.q.dim() == 3,
+              "dense attention: the joint pass runs on the CPU kernel, self-attention on [B, L, 3·H·dh] only");
+  const int64_t B = p.q.size(0), L = p.q.size(1), H = p.heads, dh = p.dim_head();
+  CoreJoint r = attend_joint(p, dense_problems(B, L, H, int64_t(p.q.element_size())), dropout, norm, d_out);
+  r.out = r.out.view({B, L, H, dh});
+  return r;
 }
 
 torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -40,11 +40,15 @@ Counted mlp(double rows, int64_t dim_in, int64_t dim_out, double hidden_factor, 
 
 void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.all, c.last, c.lean); }
 
-// What a lean attention piece runs again of its core: all of it where the
-// layer does (lean_reruns_core, saving.h: the core's FLOPs, the four
-// projections', the core's output elements), else nothing.
+// What a lean attention piece runs again of its core where the layer runs
+// it again (lean_reruns_core, saving.h: the core's FLOPs, the four
+// projections', the core's output elements), else nothing: its output
+// product, half the core, as the CPU kernel's joint pass runs it (the
+// scores computed once for forward and backward, attention_core.h). Off
+// the CPU kernel, and in block-local attention, the whole core runs again:
+// there the count is half the core under.
 double lean_core(double core, double projections, double output) {
-  return lean_reruns_core(core, projections, output) ? core : 0.0;
+  return lean_reruns_core(core, projections, output) ? 0.5 * core : 0.0;
 }
 
 // q, k, v and out projections of a self-attention of width `dim` on `rows` tokens.

@@ -78,6 +78,42 @@ torch::Tensor unread_output(const torch::Tensor& h, const std::vector<torch::Ten
   return torch::zeros({1}, h.options()).expand(shape);
 }
 
+// The product's gradients from G (the output's, as rows) and H (its input, as rows).
+void weight_grads(const Layout& l, const torch::Tensor& G, const torch::Tensor& H, variable_list& result) {
+  const size_t w0 = 1 + l.num_pre, b0 = w0 + l.num_weights;
+  const auto parts = [&](const torch::Tensor& t) { return l.grouped ? t.unbind(0) : t.split_with_sizes(l.rows, 0); };
+  const auto dWs = parts(l.grouped ? torch::bmm(G.transpose(1, 2), H) : G.t().mm(H));
+  for (size_t i = 0; i < l.num_weights; ++i) result[1 + w0 + i] = dWs[i];
+  if (l.num_biases > 0) {
+    const auto dbs = parts(G.sum(l.grouped ? 1 : 0));
+    for (size_t i = 0; i < l.num_biases; ++i) result[1 + b0 + i] = dbs[i];
+  }
+}
+
+// A lean backward through a joint prelude (not grouped): dh = G · W first,
+// then pre's run and vjp in one (its h the first run's), then the product's
+// weight gradients from h.
+variable_list joint_backward(const Layout& l, const torch::Tensor& x, const torch::Tensor& grad,
+                             const std::vector<torch::Tensor>& pre_params, const std::vector<torch::Tensor>& weights,
+                             bool x_requires_grad) {
+  TORCH_CHECK(!l.grouped, "fused_linear: a joint prelude with grouped weights");
+  variable_list result(1 + 1 + l.num_pre + l.num_weights + l.num_biases);
+  const torch::Tensor W = joined(l, weights), G = grad.reshape({-1, grad.size(-1)});
+  std::vector<int64_t> h_sizes(x.sizes().begin(), x.sizes().end());
+  h_sizes.back() = W.size(1);
+  Prelude::JointRun run;
+  {
+    const GeneratorStatesGuard put_back(x.device());
+    if (!l.first_run.empty()) l.first_run.front().restore();
+    run = l.pre.joint(x, G.mm(W).view(h_sizes));
+  }
+  weight_grads(l, G, run.h.reshape({-1, run.h.size(-1)}), result);
+  if (x_requires_grad) result[1] = run.grads[0];
+  for (size_t i = 0; i < pre_params.size(); ++i)
+    if (pre_params[i].requires_grad()) result[2 + i] = run.grads[1 + i];
+  return result;
+}
+
 struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Layout>& layout, at::TensorList inputs) {
     const Layout& l = *layout;
@@ -109,6 +145,7 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     const std::vector<torch::Tensor> weights(saved.begin() + 1 + long(kept_pre), saved.end());
     const bool x_requires_grad = ctx->saved_data["x_requires_grad"].toBool();
 
+    if (l.lean && l.pre.joint) return joint_backward(l, saved[0].detach(), grads[0], pre_params, weights, x_requires_grad);
     // h: the product's input, kept or run again (by pre's own rerun, or under autograd).
     torch::Tensor x = saved[0], h = x;
     PreludeRun rerun;
@@ -131,15 +168,7 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     const torch::Tensor G = l.grouped ? by_group(grads[0]) : grads[0].reshape({-1, grads[0].size(-1)});
     torch::Tensor H = l.grouped ? by_group(h.detach()) : h.detach().reshape({-1, h.size(-1)});
     const std::vector<int64_t> h_sizes = h.sizes().vec();
-    const auto parts = [&](const torch::Tensor& t) {
-      return l.grouped ? t.unbind(0) : t.split_with_sizes(l.rows, 0);
-    };
-    const auto dWs = parts(l.grouped ? torch::bmm(G.transpose(1, 2), H) : G.t().mm(H));
-    for (size_t i = 0; i < l.num_weights; ++i) result[1 + w0 + i] = dWs[i];
-    if (l.num_biases > 0) {
-      const auto dbs = parts(G.sum(l.grouped ? 1 : 0));
-      for (size_t i = 0; i < l.num_biases; ++i) result[1 + b0 + i] = dbs[i];
-    }
+    weight_grads(l, G, H, result);
     // A rerun's h is read no more (its vjp holds what it needs): freed
     // before dh is allocated, so the two are never held at once.
     if (rerun.vjp) H = h = rerun.h = torch::Tensor();

@@ -3,7 +3,7 @@
 // backward over random segment lengths, empty and single-row segments,
 // dense chunks and block-local attention; dropout's masks drawn again in
 // backward (a finite-difference check); results independent of the thread
-// count.
+// count; the joint pass (forward and backward at once) bit for bit.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -158,6 +158,52 @@ TEST(AttentionCore, DropoutBackwardDrawsTheForwardsMasks) {
       const torch::Tensor& analytic = which == 0 ? grads.dq : which == 1 ? grads.dk : grads.dv;
       EXPECT_NEAR(analytic.view(-1)[flat].item<double>(), numeric, 1e-7) << "tensor " << which << " element " << flat;
     }
+}
+
+// The joint pass (a core run again in a lean backward): the forward's
+// output and autograd's gradients, bit for bit, with dropout and the q/k
+// norm, over dense chunks, varlen segments (an empty one, a single row,
+// and one long enough to be worked through in row blocks) and cross-
+// attention.
+TEST(AttentionCore, JointPassIsTheForwardAndBackwardBitForBit) {
+  torch::manual_seed(31);
+  const int64_t H = 2, dh = 8, inner = H * dh;
+  const std::vector<int64_t> lq = {0, 1, 5, 700, 9, 3}, lk = {2, 1, 5, 700, 9, 0};
+  const VarlenSegments self_seg = VarlenSegments::from_lengths(lq, lq, torch::kCPU),
+                       cross_seg = VarlenSegments::from_lengths(lq, lk, torch::kCPU);
+  const QkNorm norm{1e-5, false};
+  for (const double dropout : {0.0, 0.2}) {
+    const auto check = [&](const char* name, const Projections& p, const std::function<torch::Tensor(const Projections&)>& forward,
+                           const std::function<CoreJoint(const Projections&, const torch::Tensor&)>& joint) {
+      SCOPED_TRACE(std::string(name) + ", dropout " + std::to_string(dropout));
+      const torch::Tensor q = p.q.detach().clone().requires_grad_(true);
+      const torch::Tensor kv = p.is_self() ? torch::Tensor() : p.kv.detach().clone().requires_grad_(true);
+      const Projections leaf = p.is_self() ? Projections::self(q, H) : Projections::cross(q, kv, H);
+      torch::manual_seed(77);
+      const torch::Tensor out = forward(leaf);
+      const torch::Tensor d_out = torch::randn_like(out);
+      (out * d_out).sum().backward();
+      torch::manual_seed(77);
+      const CoreJoint j = joint(Projections{p.q.detach(), p.is_self() ? torch::Tensor() : p.kv.detach(), H}, d_out);
+      EXPECT_TRUE(torch::equal(j.out, out.detach())) << "output";
+      EXPECT_TRUE(torch::equal(j.d_q, q.grad())) << "d_q";
+      if (!p.is_self()) EXPECT_TRUE(torch::equal(j.d_kv, kv.grad())) << "d_kv";
+      EXPECT_GT(q.grad().abs().sum().item<double>(), 0.0);
+    };
+    check("dense", Projections::self(torch::randn({3, 40, 3 * inner}), H),
+          [&](const Projections& p) { return dense_attention(p, dropout, true, norm); },
+          [&](const Projections& p, const torch::Tensor& g) { return dense_attention_joint(p, dropout, norm, g); });
+    check("varlen", Projections::self(torch::randn({total(lq), 3 * inner}), H),
+          [&](const Projections& p) { return varlen_attention(p, self_seg, dropout, true, norm); },
+          [&](const Projections& p, const torch::Tensor& g) {
+            return varlen_attention_joint(p, self_seg, dropout, norm, g);
+          });
+    check("cross", Projections::cross(torch::randn({total(lq), inner}), torch::randn({total(lk), 2 * inner}), H),
+          [&](const Projections& p) { return varlen_attention(p, cross_seg, dropout, true, norm); },
+          [&](const Projections& p, const torch::Tensor& g) {
+            return varlen_attention_joint(p, cross_seg, dropout, norm, g);
+          });
+  }
 }
 
 // Sequences whose scores do not fit one tile (over 512 KiB a head) are

@@ -10,6 +10,7 @@
 #include "../common/tiny_config.h"
 #include "wg/config/recompute_sections.h"
 #include "wg/data/dataset.h"
+#include "wg/model/attention.h"
 #include "wg/model/flops.h"
 #include "wg/model/model_batch.h"
 #include "wg/model/model_options.h"
@@ -112,8 +113,9 @@ TEST(Flops, HandCountOfASmallModel) {
   EXPECT_EQ(piece("ae_global/block0.mlp").lean_rerun, 0.0);
   // The local engine 256 wide on 4096 tokens (an output of 2^20 elements):
   // cells of 8 tokens make a core of 4·512·8²·256 FLOPs, far under a
-  // quarter of the projections' 8·4096·256², so it runs again; cells of
-  // 256 make 4·16·256²·256, half of them, so its output is kept.
+  // quarter of the projections' 8·4096·256², so it runs again (its output
+  // product, half the core: the joint pass computes the scores once);
+  // cells of 256 make 4·16·256²·256, half of them, so its output is kept.
   for (const int64_t len : {8, 256}) {
     ModelOptions wide = o;
     wide.local = engine("ae_local", 256);
@@ -125,7 +127,7 @@ TEST(Flops, HandCountOfASmallModel) {
     double lean = -1;
     for (const PieceFlops& p : g.pieces)
       if (p.key.str() == "ae_local/block0.attn") lean = p.lean_rerun;
-    EXPECT_EQ(lean, len == 8 ? 4.0 * 512 * 8 * 8 * 256 : 0.0) << "cells of " << len;
+    EXPECT_EQ(lean, len == 8 ? 2.0 * 512 * 8 * 8 * 256 : 0.0) << "cells of " << len;
   }
 
   // Backward twice the forward; a recomputed piece's forward once more, but its last product.
@@ -235,6 +237,29 @@ TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
   EXPECT_GT(lean.pieces_lean(), 0);
   EXPECT_GT(counted.recomputed(lean), 0.01 * counted.forward());  // far above the tolerance below
   EXPECT_NEAR(lean_again - nothing_again, counted.recomputed(lean), 1e-4 * counted.recomputed(lean));
+}
+
+// A lean self-attention whose core runs again (cells of 8 tokens, an
+// output of 2^18 elements: lean_reruns_core) adds, as the profiler counts
+// it, its output product only (2 · pairs · d: the joint pass computes the
+// scores once), as the count has it (Flops.HandCountOfASmallModel).
+TEST(Flops, ALeanCoreRunsAgainItsOutputProductOnly) {
+  const int64_t d = 64, rows = 4096, len = 8;
+  AttentionOptions ao;
+  ao.dim = d;
+  ao.num_heads = 4;
+  SelfAttention attn(ao);
+  const VarlenSegments cells = VarlenSegments::from_lengths(std::vector<int64_t>(rows / len, len),
+                                                            std::vector<int64_t>(rows / len, len), torch::kCPU);
+  const torch::Tensor x = torch::randn({rows, d}).requires_grad_(true);
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);  // the profiler records the calling thread
+  double flops[2];
+  for (const Saving s : {Saving::All, Saving::Lean})
+    flops[s == Saving::Lean] = profiled_matmul_flops([&] { attn->forward_varlen(x, cells, {}, s).sum().backward(); });
+  at::set_num_threads(threads);
+  const double core = 4.0 * rows * len * d;
+  EXPECT_NEAR(flops[1] - flops[0], 0.5 * core, 1e-6 * core);
 }
 
 }  // namespace

@@ -288,6 +288,49 @@ TEST(LeanOps, AdaNormLayersAreBitIdenticalLeanAndAll) {
   EXPECT_GT(runs[0][2].abs().sum().item<double>(), 0.0);  // gradients reached aux
 }
 
+// Layers whose core runs again in a lean backward (output of 2^18
+// elements and more, few keys a query: lean_reruns_core), as the joint
+// pass on the CPU kernel: dense and varlen self-attention and cross-
+// attention, with dropout and the q/k norm, give all's output and
+// gradients bit for bit.
+TEST(LeanOps, CoresRunAgainAreBitIdenticalLeanAndAll) {
+  torch::manual_seed(14);
+  const int64_t d = 64, rows = 4096;
+  AttentionOptions ao;
+  ao.dim = d;
+  ao.num_heads = 4;
+  ao.dropout = 0.1;
+  SelfAttention self_attn(ao);
+  ao.dim_kv = 32;
+  CrossAttention cross_attn(ao);
+  const VarlenSegments cells = VarlenSegments::from_lengths(std::vector<int64_t>(rows / 8, 8),
+                                                            std::vector<int64_t>(rows / 8, 8), torch::kCPU);
+  const VarlenSegments neighbours = VarlenSegments::from_lengths(std::vector<int64_t>(rows / 8, 8),
+                                                                 std::vector<int64_t>(rows / 8, 5), torch::kCPU);
+  const torch::Tensor x = torch::randn({rows, d}).requires_grad_(true), xd = torch::randn({rows / 8, 8, d}).requires_grad_(true),
+                      kv = torch::randn({rows / 8 * 5, 32}).requires_grad_(true);
+  using Forward = std::function<torch::Tensor(Saving)>;
+  const std::vector<std::pair<const char*, Forward>> cases = {
+      {"dense", [&](Saving s) { return self_attn->forward(xd, {}, s); }},
+      {"varlen", [&](Saving s) { return self_attn->forward_varlen(x, cells, {}, s); }},
+      {"cross", [&](Saving s) { return cross_attn->forward(x, kv, neighbours, {}, s); }},
+  };
+  for (const auto& [name, forward] : cases) {
+    SCOPED_TRACE(name);
+    std::vector<torch::Tensor> wrt{x, xd, kv};
+    for (const auto& p : self_attn->parameters()) wrt.push_back(p);
+    for (const auto& p : cross_attn->parameters()) wrt.push_back(p);
+    std::vector<std::vector<torch::Tensor>> runs;
+    for (const Saving s : {Saving::All, Saving::Lean}) {
+      for (auto& t : wrt) t.mutable_grad() = torch::Tensor();
+      torch::manual_seed(3);
+      const torch::Tensor y = forward(s);
+      runs.push_back(output_and_grads(y, wrt, torch::ones_like(y) + y.detach()));
+    }
+    expect_bit_identical(runs[0], runs[1]);
+  }
+}
+
 // Bytes a layer's forward leaves allocated (its output and what backward needs).
 int64_t kept_by_forward(const std::function<torch::Tensor()>& forward) {
   const int64_t before = memory_snapshot("cpu").current_bytes;

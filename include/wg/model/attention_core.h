@@ -83,6 +83,23 @@ torch::Tensor varlen_attention(const Projections& p, const VarlenSegments& seg, 
 torch::Tensor dense_attention(const Projections& p, double dropout, bool training, const QkNorm& norm = {});
 torch::Tensor block_local_attention(const Projections& p, int64_t block, const QkNorm& norm = {});
 
+// A core run again in a lean backward (lean_ops.h's joint prelude), its
+// backward in the same pass over the tiles: the output as the forward gave
+// it (the same bits), and the projections' gradients for d_out (the
+// output's shape): self-attention's qkv's in d_q, cross-attention's q's
+// and kv's. The scores are computed once instead of twice; the gradients
+// are the autograd backward's, bit for bit. The CPU kernel only
+// (attention_kernel_runs_on); dropout as training drew it (its seed drawn
+// from the CPU generator as the forward drew it: restore the generator
+// first); with the norm kept (QkNorm::lean is read as false).
+struct CoreJoint {
+  torch::Tensor out, d_q, d_kv;
+};
+bool attention_kernel_runs_on(const torch::Tensor& t);
+CoreJoint varlen_attention_joint(const Projections& p, const VarlenSegments& seg, double dropout, const QkNorm& norm,
+                                 const torch::Tensor& d_out);
+CoreJoint dense_attention_joint(const Projections& p, double dropout, const QkNorm& norm, const torch::Tensor& d_out);
+
 // The references: plain LibTorch products on padded segments, autograd's
 // backward (the kernel's tests compare against them; CUDA runs them).
 torch::Tensor padded_varlen_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -41,6 +41,15 @@ struct Prelude {
   // random generators as at the first run when it draws. It calls the
   // kernels autograd would, so the gradients stay bit-identical (LeanOps.*).
   std::function<PreludeRun(const torch::Tensor&)> rerun;
+  // Optional, instead of rerun, where pre's run and its vjp fuse (the
+  // attention core: lean_reruns_core, saving.h): (x, dh) -> h as the first
+  // run gave it, and the gradients of x and of each of params. A lean
+  // backward then takes dh from the product first; h and dh are held at once.
+  struct JointRun {
+    torch::Tensor h;
+    std::vector<torch::Tensor> grads;
+  };
+  std::function<JointRun(const torch::Tensor& x, const torch::Tensor& dh)> joint;
 };
 
 // Preludes of the model's layers that have a rerun:
