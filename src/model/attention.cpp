@@ -42,11 +42,13 @@ torch::Tensor project_core(const torch::nn::Linear& proj, const torch::Tensor& c
 }
 
 // Whether the q/k norm keeps only its input (norming again in the core's
-// backward): in a lean layer whose core output is kept. A core that runs
-// again in backward (rerun_core) keeps its normed q and k instead: that run
-// is followed at once by its backward, and norming twice there would buy
-// no memory (the core's backward holds them either way).
-bool lean_qk_norm(Saving saving, bool rerun_core) { return saving == Saving::Lean && !rerun_core; }
+// backward): in a lean layer, unless its core runs again in backward as
+// one call (`single_rerun`), which keeps its normed q and k instead: that
+// run is followed at once by its backward, and norming twice there would
+// buy no memory (the core's backward holds them either way). The
+// adapter's query slots are several calls run again together: each would
+// keep its own normed k, so they norm again.
+bool lean_qk_norm(Saving saving, bool single_rerun) { return saving == Saving::Lean && !single_rerun; }
 
 // Whether a core that runs again in a lean backward runs as one joint
 // pass (attention_core.h): on the CPU kernel, in the layouts it takes
@@ -193,7 +195,7 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
       lean_reruns_core(4.0 * double(slots) * query_key_pairs(seg) * double(inner),
                        2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)),
                        rows_q * double(inner));
-  const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, lean_qk_norm(saving, rerun_core)};
+  const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, lean_qk_norm(saving, rerun_core && !o_.sliced_q)};
   const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
   const auto attend = [H, segments, dropout, qk_norm](const torch::Tensor& q, const torch::Tensor& keys_values) {
     return varlen_attention(Projections::cross(q, keys_values, H), *segments, dropout, dropout > 0, qk_norm)

@@ -353,7 +353,9 @@ void run_problem(Pass pass, const Problem& pr, const Operands<T>& a, uint64_t se
     if (pass == Pass::Backward) return tile_backward(pr, t, P, a, seed);
     torch::Tensor S = pass == Pass::Joint ? P.clone() : torch::Tensor();
     tile_forward(pr, t, P, a, seed);
-    if (pass == Pass::Joint) tile_backward(pr, t, S, a, seed);
+    if (pass != Pass::Joint) return;
+    P = torch::Tensor();  // backward holds three score tiles, as it does alone
+    tile_backward(pr, t, S, a, seed);
   });
 }
 

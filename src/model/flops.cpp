@@ -40,15 +40,18 @@ Counted mlp(double rows, int64_t dim_in, int64_t dim_out, double hidden_factor, 
 
 void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.all, c.last, c.lean); }
 
-// What a lean attention piece runs again of its core where the layer runs
-// it again (lean_reruns_core, saving.h: the core's FLOPs, the four
-// projections', the core's output elements), else nothing: its output
-// product, half the core, as the CPU kernel's joint pass runs it (the
-// scores computed once for forward and backward, attention_core.h). Off
-// the CPU kernel, and in block-local attention, the whole core runs again:
-// there the count is half the core under.
-double lean_core(double core, double projections, double output) {
-  return lean_reruns_core(core, projections, output) ? 0.5 * core : 0.0;
+// What a lean attention piece runs again of its core: nothing where the
+// layer keeps the core's output (lean_reruns_core, saving.h: the core's
+// FLOPs, the four projections', the core's output elements); where it
+// runs the core again, its output product (half the core) when the CPU
+// kernel's joint pass runs it (`joint`: dense, varlen and one-slot cross-
+// attention; the scores are computed once for forward and backward,
+// attention_core.h), else the whole core (block-local attention and the
+// adapter's query slots, run again under autograd). Off the CPU kernel
+// the joint pass does not run: there the count is half the core under.
+double lean_core(double core, double projections, double output, bool joint = true) {
+  if (!lean_reruns_core(core, projections, output)) return 0.0;
+  return joint ? 0.5 * core : core;
 }
 
 // q, k, v and out projections of a self-attention of width `dim` on `rows` tokens.
@@ -108,7 +111,7 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
   const double projections = linear(queries, o.dim_q, inner)                        // one projection per slot
                              + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner) // keys, values of every token
                              + out;
-  const double cross = projections + core, lean = lean_core(core, projections, queries * double(inner));
+  const double cross = projections + core, lean = lean_core(core, projections, queries * double(inner), /*joint=*/false);
   f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out, lean);
   add(f, PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
   f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out, lean);
@@ -124,7 +127,8 @@ void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<d
     for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, attention_block(o, i), o.dim);
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
           ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core, linear(rows, o.dim, o.dim),
-          lean_core(core, self_projections(rows, o.dim), rows * double(o.dim)) + ada_norm_first(aux_rows, o.dim_aux));
+          lean_core(core, self_projections(rows, o.dim), rows * double(o.dim), /*joint=*/attention_block(o, i) == 0) +
+              ada_norm_first(aux_rows, o.dim_aux));
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
         mlp(rows, o.dim, o.dim, o.mlp_hidden_factor, o.dim_aux, aux_rows));
   }

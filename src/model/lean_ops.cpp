@@ -14,6 +14,10 @@
 //   output is dropped once dW is taken, before dh is allocated, and the vjp
 //   takes dh over (a plain layer norm's writes dx there), so a lean
 //   backward holds no more at once than it must;
+// - lean with a joint pre (the attention core run again, Prelude::joint):
+//   dh = G·W first, then pre's run and its vjp in one pass give h (the
+//   first run's bits) and the gradients, then dW = Gᵀ·h: h and dh are
+//   held at once;
 // - unread (output_linear under Saving::Rerun): forward computes no
 //   product and returns zeros of its shape; backward, which never reads
 //   the output, is the same.

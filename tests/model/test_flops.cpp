@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include <cstring>
+#include <functional>
+#include <tuple>
 
 #include "../common/tiny_config.h"
 #include "wg/config/recompute_sections.h"
@@ -239,27 +241,42 @@ TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
   EXPECT_NEAR(lean_again - nothing_again, counted.recomputed(lean), 1e-4 * counted.recomputed(lean));
 }
 
-// A lean self-attention whose core runs again (cells of 8 tokens, an
+// A lean attention layer whose core runs again (cells of 8 tokens, an
 // output of 2^18 elements: lean_reruns_core) adds, as the profiler counts
-// it, its output product only (2 · pairs · d: the joint pass computes the
-// scores once), as the count has it (Flops.HandCountOfASmallModel).
+// it, its output product only (half the core: the joint pass computes the
+// scores once), as the count has it (Flops.HandCountOfASmallModel): varlen
+// and dense self-attention, and cross-attention.
 TEST(Flops, ALeanCoreRunsAgainItsOutputProductOnly) {
-  const int64_t d = 64, rows = 4096, len = 8;
+  const int64_t d = 64, rows = 4096, len = 8, kv_len = 5, kv_dim = 32;
   AttentionOptions ao;
   ao.dim = d;
   ao.num_heads = 4;
   SelfAttention attn(ao);
+  ao.dim_kv = kv_dim;
+  CrossAttention cross(ao);
   const VarlenSegments cells = VarlenSegments::from_lengths(std::vector<int64_t>(rows / len, len),
                                                             std::vector<int64_t>(rows / len, len), torch::kCPU);
-  const torch::Tensor x = torch::randn({rows, d}).requires_grad_(true);
+  const VarlenSegments neighbours = VarlenSegments::from_lengths(std::vector<int64_t>(rows / len, len),
+                                                                 std::vector<int64_t>(rows / len, kv_len), torch::kCPU);
+  const torch::Tensor x = torch::randn({rows, d}).requires_grad_(true),
+                      xd = torch::randn({rows / len, len, d}).requires_grad_(true),
+                      kv = torch::randn({rows / len * kv_len, kv_dim}).requires_grad_(true);
+  using Forward = std::function<torch::Tensor(Saving)>;
+  const std::vector<std::tuple<const char*, Forward, double>> cases = {
+      {"varlen", [&](Saving s) { return attn->forward_varlen(x, cells, {}, s); }, 4.0 * rows * len * d},
+      {"dense", [&](Saving s) { return attn->forward(xd, {}, s); }, 4.0 * rows * len * d},
+      {"cross", [&](Saving s) { return cross->forward(x, kv, neighbours, {}, s); }, 4.0 * rows * kv_len * d},
+  };
   const int threads = at::get_num_threads();
   at::set_num_threads(1);  // the profiler records the calling thread
-  double flops[2];
-  for (const Saving s : {Saving::All, Saving::Lean})
-    flops[s == Saving::Lean] = profiled_matmul_flops([&] { attn->forward_varlen(x, cells, {}, s).sum().backward(); });
+  for (const auto& [name, forward, core] : cases) {
+    SCOPED_TRACE(name);
+    double flops[2];
+    for (const Saving s : {Saving::All, Saving::Lean})
+      flops[s == Saving::Lean] = profiled_matmul_flops([&] { forward(s).sum().backward(); });
+    EXPECT_NEAR(flops[1] - flops[0], 0.5 * core, 1e-6 * core);
+  }
   at::set_num_threads(threads);
-  const double core = 4.0 * rows * len * d;
-  EXPECT_NEAR(flops[1] - flops[0], 0.5 * core, 1e-6 * core);
 }
 
 }  // namespace

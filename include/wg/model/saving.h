@@ -21,9 +21,10 @@ namespace wg {
 
 enum class Saving { All, Lean, Rerun };
 
-// Whether a lean attention layer runs its core (both of its products) again
-// in backward instead of keeping the core's output: where that is cheap
-// to recompute and expensive to keep. Cheap: the core's FLOPs are at most
+// Whether a lean attention layer runs its core again in backward instead
+// of keeping the core's output (on the CPU kernel in one pass with the
+// core's backward, which adds its output product: attention_core.h):
+// where that is cheap to recompute and expensive to keep. Cheap: the core's FLOPs are at most
 // a quarter of the layer's four projections' (for self-attention of width
 // d: at most d/2 keys a query); where keys are many, the core costs as
 // much as the projections. Expensive: its output has at least 2^18
