@@ -33,6 +33,7 @@
 
 #include "wg/model/dropout.h"
 #include "wg/model/head_norm.h"
+#include "wg/model/lane_sum.h"
 #include "wg/model/norms.h"
 #include "wg/util/blas.h"
 
@@ -285,20 +286,15 @@ void tile_forward(const Problem& pr, const Tile& t, torch::Tensor& P, const Oper
   tile_to_rows(pr, t, a.H, row_lse.data_ptr<T>(), a.lse);
 }
 
-// Σ_d dO · O of each of a tile's rows (item-major, as its scores), summed
-// in 8 fixed lanes: the same bits wherever a tile's backward runs.
+// Σ_d dO · O of each of a tile's rows (item-major, as its scores), in
+// fixed lanes (lane_sum.h): the same bits wherever a tile's backward runs.
 template <typename T>
 void tile_row_dots(const Problem& pr, const Tile& t, const Operands<T>& a, T* to) {
   const int64_t dh = a.O.dh;
   for (int64_t i = t.i0; i < t.i1; ++i)
     for (int64_t j = t.r0; j < t.r1; ++j) {
       const T *o = query_rows(pr, a.O, a.H, i, j), *g = query_rows(pr, a.dO, a.H, i, j);
-      T lane[8] = {};
-      int64_t d = 0;
-      for (; d + 8 <= dh; d += 8)
-        for (int l = 0; l < 8; ++l) lane[l] += g[d + l] * o[d + l];
-      for (int l = 0; d < dh; ++d, ++l) lane[l] += g[d] * o[d];
-      *to++ = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      *to++ = lane_sum<T>(dh, [&](int64_t d) { return g[d] * o[d]; });
     }
 }
 
@@ -456,10 +452,27 @@ void run_call(Pass pass, const Call& c, const std::vector<torch::Tensor>& source
   });
 }
 
-// The output [Rq, H, dh] and lse [Rq, H] of call c (rows in no problem: 0, and an lse never read).
-std::pair<torch::Tensor, torch::Tensor> outputs(const Call& c, const torch::Tensor& qs) {
-  return {written_whole({qs.size(0), c.heads, c.dh}, qs.options(), c.problems->covers_all),
-          torch::empty({qs.size(0), c.heads}, qs.options())};
+// What a forward (and a joint pass) starts from: q and k normed where the
+// norm runs, the output [Rq, H, dh] and lse [Rq, H] (rows in no problem:
+// 0, and an lse never read), and the dropout seed, drawn last from the CPU
+// generator, so that a joint pass after the generators are restored
+// draws the forward's seed.
+struct Started {
+  Normed qn, kn;
+  torch::Tensor out, lse;
+  uint64_t seed = 0;
+};
+Started start(const Call& c, const std::vector<torch::Tensor>& sources) {
+  Started r;
+  const torch::Tensor& qs = sources[c.q.src];
+  if (c.norms()) {
+    r.qn = norm_slot(qs, c.q, c);
+    r.kn = norm_slot(sources[c.k.src], c.k, c);
+  }
+  r.out = written_whole({qs.size(0), c.heads, c.dh}, qs.options(), c.problems->covers_all);
+  r.lse = torch::empty({qs.size(0), c.heads}, qs.options());
+  r.seed = c.dropout > 0 ? draw_dropout_seed() : 0;
+  return r;
 }
 
 // Inputs: the sources ([R, W] rows, each column block of H·dh a slot);
@@ -470,21 +483,15 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Call>& call, at::TensorList sources) {
     const Call& c = *call;
     const std::vector<torch::Tensor> in(sources.begin(), sources.end());
-    Normed qn, kn;
-    if (c.norms()) {
-      qn = norm_slot(in[c.q.src], c.q, c);
-      kn = norm_slot(in[c.k.src], c.k, c);
-    }
-    const auto [out, lse] = outputs(c, in[c.q.src]);
-    const uint64_t seed = c.dropout > 0 ? draw_dropout_seed() : 0;
-    run_call(Pass::Forward, c, in, qn, kn, out, lse, {}, {}, seed);
+    const Started r = start(c, in);
+    run_call(Pass::Forward, c, in, r.qn, r.kn, r.out, r.lse, {}, {}, r.seed);
     variable_list keep(sources.begin(), sources.end());
-    keep.insert(keep.end(), {out, lse});
-    if (c.norms() && !c.lean) keep.insert(keep.end(), {qn.rows, qn.rstd, kn.rows, kn.rstd});
+    keep.insert(keep.end(), {r.out, r.lse});
+    if (c.norms() && !c.lean) keep.insert(keep.end(), {r.qn.rows, r.qn.rstd, r.kn.rows, r.kn.rstd});
     ctx->save_for_backward(keep);
     ctx->saved_data["call"] = c10::IValue::make_capsule(call);
-    ctx->saved_data["seed"] = int64_t(seed);
-    return out;
+    ctx->saved_data["seed"] = int64_t(r.seed);
+    return r.out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -515,16 +522,10 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 // sources' gradients for d_out; the dropout seed drawn as the forward drew it.
 std::pair<torch::Tensor, std::vector<torch::Tensor>> run_joint(const Call& c, const std::vector<torch::Tensor>& sources,
                                                                const torch::Tensor& d_out) {
-  Normed qn, kn;
-  if (c.norms()) {
-    qn = norm_slot(sources[c.q.src], c.q, c);
-    kn = norm_slot(sources[c.k.src], c.k, c);
-  }
-  const auto [out, lse] = outputs(c, sources[c.q.src]);
-  const uint64_t seed = c.dropout > 0 ? draw_dropout_seed() : 0;
+  const Started r = start(c, sources);
   std::vector<torch::Tensor> d_sources = source_grads(c, sources);
-  run_call(Pass::Joint, c, sources, qn, kn, out, lse, d_out.contiguous(), d_sources, seed);
-  return {out, std::move(d_sources)};
+  run_call(Pass::Joint, c, sources, r.qn, r.kn, r.out, r.lse, d_out.contiguous(), d_sources, r.seed);
+  return {r.out, std::move(d_sources)};
 }
 
 // The kernel: on the CPU, float32/float64, with a BLAS in the process

@@ -2,6 +2,8 @@
 // (CMakeLists.txt): at::parallel_for runs serially in a file without it.
 #include "wg/model/head_norm.h"
 
+#include "wg/model/lane_sum.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -9,20 +11,6 @@
 
 namespace wg {
 namespace {
-
-constexpr int kLanes = 8;
-
-// Σ_j f(j) for j < n, in kLanes fixed lanes (vectorisable without
-// reassociating: each lane's order is fixed), the lanes added pairwise.
-template <typename T, typename F>
-T lane_sum(int64_t n, const F& f) {
-  T acc[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += f(j + l);
-  for (int l = 0; j < n; ++j, ++l) acc[l] += f(j);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
 
 // Rows per task: about 16 K values.
 int64_t grain(int64_t heads, int64_t dh) { return std::max<int64_t>(1, (int64_t(16) << 10) / std::max<int64_t>(1, heads * dh)); }
