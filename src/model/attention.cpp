@@ -177,7 +177,9 @@ CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& options) : o_(opt
 }
 
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch::Tensor& x_kv, const VarlenSegments& seg,
-                                          const torch::Tensor& aux, Saving saving) {
+                                          const torch::Tensor& aux, Saving saving, const torch::Tensor& kv_rows) {
+  TORCH_CHECK(!kv_rows.defined() || (kv_rows.dim() == 1 && kv_rows.scalar_type() == torch::kInt64),
+              "cross-attention: kv_rows must be a 1-d int64 tensor of rows of x_kv");
   const int64_t H = o_.num_heads;
   const double eps = o_.norm_eps;
   const Prelude pre_kv = layer_norm_prelude(eps);
@@ -186,19 +188,24 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   const torch::Tensor kv = fused_linear(x_kv, pre_kv, {proj_heads_k->weight, proj_heads_v->weight}, {}, saving);
   const double dropout = is_training() ? o_.dropout : 0.0;
   // The core 4·pairs·inner FLOPs (every slot's), the projections
-  // 2·inner·(Rq·(dim + dim) + 2·Rk·dim_kv), the output Rq·inner elements:
-  // lean_reruns_core.
+  // 2·inner·(Rq·(dim + dim) + 2·Rk·dim_kv), what a rerun frees: the
+  // output's Rq·inner elements and the gathered keys and values
+  // (lean_reruns_core).
   const int64_t inner = H * o_.dim_head, slots = o_.sliced_q ? o_.num_slices_q : 1;
   const double rows_q = double(x_q.numel() / x_q.size(-1)), rows_k = double(x_kv.numel() / x_kv.size(-1));
+  const double gathered = kv_rows.defined() ? double(kv_rows.numel()) * double(2 * inner) : 0.0;
   const bool rerun_core =
       saving == Saving::Lean &&
       lean_reruns_core(4.0 * double(slots) * query_key_pairs(seg) * double(inner),
                        2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)),
-                       rows_q * double(inner));
+                       rows_q * double(inner) + gathered);
   const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, lean_qk_norm(saving, rerun_core && !o_.sliced_q)};
   const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
-  const auto attend = [H, segments, dropout, qk_norm](const torch::Tensor& q, const torch::Tensor& keys_values) {
-    return varlen_attention(Projections::cross(q, keys_values, H), *segments, dropout, dropout > 0, qk_norm)
+  // The segments' keys and values: kv itself, or its rows kv_rows (under
+  // autograd, index_select's backward sums each row's gradients).
+  const auto segment_kv = [kv_rows](const torch::Tensor& kv) { return kv_rows.defined() ? kv.index_select(0, kv_rows) : kv; };
+  const auto attend = [H, segments, dropout, qk_norm, segment_kv](const torch::Tensor& q, const torch::Tensor& kv) {
+    return varlen_attention(Projections::cross(q, segment_kv(kv), H), *segments, dropout, dropout > 0, qk_norm)
         .flatten(-2, -1);
   };
   torch::Tensor out;
@@ -217,9 +224,14 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   } else {
     Prelude core = core_prelude([attend, kv](const torch::Tensor& q) { return attend(q, kv); }, kv, dropout > 0);
     if (joint_runs(rerun_core, x_q, true))
-      core.joint = [H, segments, dropout, qk_norm, kv](const torch::Tensor& q, const torch::Tensor& dh) {
-        const CoreJoint r = varlen_attention_joint(Projections::cross(q, kv, H), *segments, dropout, qk_norm, dh);
-        return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q, r.d_kv}};
+      core.joint = [H, segments, dropout, qk_norm, kv, kv_rows, segment_kv](const torch::Tensor& q,
+                                                                            const torch::Tensor& dh) {
+        const CoreJoint r =
+            varlen_attention_joint(Projections::cross(q, segment_kv(kv), H), *segments, dropout, qk_norm, dh);
+        // kv's gradient as index_select's backward sums it (IndexSelectBackward0: zeros, then index_add_)
+        const torch::Tensor d_kv =
+            kv_rows.defined() ? torch::zeros(kv.sizes(), r.d_kv.options()).index_add_(0, kv_rows, r.d_kv) : r.d_kv;
+        return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q, d_kv}};
       };
     out = project_core(proj_out, fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving), core, rerun_core, saving);
   }

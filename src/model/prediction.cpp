@@ -85,8 +85,9 @@ std::vector<PieceKey> TargetTokenEngineImpl::block_keys() const {
 }
 
 void TargetTokenEngineImpl::add_pieces(std::vector<Piece>& pieces, const std::vector<PieceMode>& modes, size_t first,
-                                       const torch::Tensor& latent, const torch::Tensor& coords,
-                                       const VarlenSegments& to_latent, const VarlenSegments& within_cells) {
+                                       const torch::Tensor& latent, const torch::Tensor& kv_rows,
+                                       const torch::Tensor& coords, const VarlenSegments& to_latent,
+                                       const VarlenSegments& within_cells) {
   const std::vector<PieceKey> keys = block_keys();
   size_t k = 0;
   const auto add = [&](PieceBody fn, std::vector<torch::Tensor> params) {
@@ -95,8 +96,8 @@ void TargetTokenEngineImpl::add_pieces(std::vector<Piece>& pieces, const std::ve
   };
   for (size_t l = 0; l < cross_.size(); ++l) {
     auto cross = cross_[l];
-    add([cross, latent, coords, to_latent](const torch::Tensor& e, Saving saving) mutable {
-          return cross->forward(e, latent, to_latent, coords, saving);
+    add([cross, latent, kv_rows, coords, to_latent](const torch::Tensor& e, Saving saving) mutable {
+          return cross->forward(e, latent, to_latent, coords, saving, kv_rows);
         },
         with_params(*cross, {latent}));
     if (o_.self_attention) {

@@ -137,8 +137,12 @@ std::vector<torch::Tensor> WeatherModelImpl::predict(const ModelBatch& batch, in
   const torch::Tensor nb = tables_.hp_nbours.flatten();
   std::vector<torch::Tensor> per_sample;
   for (int64_t b = 0; b < B; ++b) per_sample.push_back(nb + b * C);
-  const torch::Tensor neighbourhoods =
-      latent.reshape({B * C, nq, o_.dim_global}).index_select(0, torch::cat(per_sample)).flatten(0, 1);  // [B·9C·nq, D_g]
+  // The decoders' keys and values: rows kv_rows of the latent's tokens
+  // ([B·C·nq, D_g]): a cell's 9 neighbourhood cells, nq tokens each
+  // ([B·9C·nq]), gathered after each layer's norm and product.
+  const torch::Tensor tokens = latent.reshape({B * C * nq, o_.dim_global});
+  const torch::Tensor kv_rows =
+      (torch::cat(per_sample).unsqueeze(1) * nq + torch::arange(nq, nb.options()).unsqueeze(0)).flatten();
   const std::vector<int64_t> nine(size_t(B * C), 9 * nq);
   std::vector<torch::Tensor> preds;
   size_t first_key = 0;
@@ -160,7 +164,7 @@ std::vector<torch::Tensor> WeatherModelImpl::predict(const ModelBatch& batch, in
     std::vector<Piece> pieces;
     pieces.push_back({pred_keys_[first_key], [coord_embed](const torch::Tensor& tc, Saving) mutable { return coord_embed->forward(tc); },
                       coord_embed->parameters(), pred_modes_[first_key]});
-    decoders_[s]->add_pieces(pieces, pred_modes_, first_key + 1, neighbourhoods, coords, to_latent, within);
+    decoders_[s]->add_pieces(pieces, pred_modes_, first_key + 1, tokens, kv_rows, coords, to_latent, within);
     pieces.push_back({pred_keys_[first_key + keys - 1], [head](const torch::Tensor& e, Saving) mutable { return head->forward(e); },
                       head->parameters(), pred_modes_[first_key + keys - 1]});
     preds.push_back(run_pieces(pieces, coords, observer_));

@@ -308,16 +308,19 @@ TEST(LeanOps, CoresRunAgainAreBitIdenticalLeanAndAll) {
   const VarlenSegments neighbours = VarlenSegments::from_lengths(std::vector<int64_t>(rows / 8, 8),
                                                                  std::vector<int64_t>(rows / 8, 5), torch::kCPU);
   const torch::Tensor x = torch::randn({rows, d}).requires_grad_(true), xd = torch::randn({rows / 8, 8, d}).requires_grad_(true),
-                      kv = torch::randn({rows / 8 * 5, 32}).requires_grad_(true);
+                      kv = torch::randn({rows / 8 * 5, 32}).requires_grad_(true),
+                      tokens = torch::randn({300, 32}).requires_grad_(true),
+                      kv_rows = torch::randint(300, {rows / 8 * 5}, torch::kInt64);  // rows read 0 to ~20 times
   using Forward = std::function<torch::Tensor(Saving)>;
   const std::vector<std::pair<const char*, Forward>> cases = {
       {"dense", [&](Saving s) { return self_attn->forward(xd, {}, s); }},
       {"varlen", [&](Saving s) { return self_attn->forward_varlen(x, cells, {}, s); }},
       {"cross", [&](Saving s) { return cross_attn->forward(x, kv, neighbours, {}, s); }},
+      {"cross, keys gathered", [&](Saving s) { return cross_attn->forward(x, tokens, neighbours, {}, s, kv_rows); }},
   };
   for (const auto& [name, forward] : cases) {
     SCOPED_TRACE(name);
-    std::vector<torch::Tensor> wrt{x, xd, kv};
+    std::vector<torch::Tensor> wrt{x, xd, kv, tokens};
     for (const auto& p : self_attn->parameters()) wrt.push_back(p);
     for (const auto& p : cross_attn->parameters()) wrt.push_back(p);
     std::vector<std::vector<torch::Tensor>> runs;
@@ -329,6 +332,36 @@ TEST(LeanOps, CoresRunAgainAreBitIdenticalLeanAndAll) {
     }
     expect_bit_identical(runs[0], runs[1]);
   }
+}
+
+// The decoder's keys: rows of x_kv gathered after the norm and the
+// product (kv_rows) give what gathering x_kv first gives, the gradient of
+// each row summed over the segments that read it.
+TEST(LeanOps, CrossAttentionKeysGatheredAfterTheProductAreTheGatheredInputs) {
+  torch::manual_seed(15);
+  const int64_t d = 16, dkv = 24;
+  AttentionOptions ao;
+  ao.dim = d;
+  ao.dim_kv = dkv;
+  ao.num_heads = 2;
+  CrossAttention cross(ao);
+  const VarlenSegments seg = VarlenSegments::from_lengths({3, 0, 5, 2}, {9, 9, 0, 9}, torch::kCPU);
+  const torch::Tensor x = torch::randn({10, d}).requires_grad_(true), tokens = torch::randn({7, dkv}).requires_grad_(true);
+  const torch::Tensor kv_rows = torch::randint(7, {27}, torch::kInt64), seed = torch::randn({10, d});
+  for (const Saving s : {Saving::All, Saving::Lean}) {
+    std::vector<torch::Tensor> wrt{x, tokens};
+    for (const auto& p : cross->parameters()) wrt.push_back(p);
+    std::vector<std::vector<torch::Tensor>> runs;
+    for (const bool after : {false, true}) {
+      for (auto& t : wrt) t.mutable_grad() = torch::Tensor();
+      const torch::Tensor y = after ? cross->forward(x, tokens, seg, {}, s, kv_rows)
+                                    : cross->forward(x, tokens.index_select(0, kv_rows), seg, {}, s);
+      runs.push_back(output_and_grads(y, wrt, seed));
+    }
+    for (size_t i = 0; i < runs[0].size(); ++i) EXPECT_TRUE(torch::allclose(runs[0][i], runs[1][i], 1e-5, 1e-6)) << i;
+    EXPECT_GT(runs[1][2].abs().sum().item<double>(), 0.0);  // the tokens got gradients
+  }
+  EXPECT_THROW(cross->forward(x, tokens, seg, {}, Saving::All, kv_rows.to(torch::kInt32)), c10::Error);
 }
 
 // Bytes a layer's forward leaves allocated (its output and what backward needs).

@@ -37,11 +37,13 @@ TORCH_MODULE(CoordEmbedding);
 class TargetTokenEngineImpl : public torch::nn::Module {
  public:
   explicit TargetTokenEngineImpl(const DecoderOptions& options);
-  // The block pieces: e [P, E] -> [P, E]. latent [K, D_g]: each cell's 9
-  // neighbourhood tokens; coords [P, 105 + G] (AdaLayerNorm's aux).
+  // The block pieces: e [P, E] -> [P, E]. latent [N, D_g]: the latent's
+  // tokens; kv_rows [K]: rows of latent, each cell's 9 neighbourhood cells'
+  // tokens in turn (the cross-attention's key rows, gathered after its
+  // norm and product); coords [P, 105 + G] (AdaLayerNorm's aux).
   void add_pieces(std::vector<Piece>& pieces, const std::vector<PieceMode>& modes, size_t first,
-                  const torch::Tensor& latent, const torch::Tensor& coords, const VarlenSegments& to_latent,
-                  const VarlenSegments& within_cells);
+                  const torch::Tensor& latent, const torch::Tensor& kv_rows, const torch::Tensor& coords,
+                  const VarlenSegments& to_latent, const VarlenSegments& within_cells);
   std::vector<PieceKey> block_keys() const;
 
  private:

@@ -27,15 +27,16 @@ enum class Saving { All, Lean, Rerun };
 // where that is cheap to recompute and expensive to keep. Cheap: the core's FLOPs are at most
 // a quarter of the layer's four projections' (for self-attention of width
 // d: at most d/2 keys a query); where keys are many, the core costs as
-// much as the projections. Expensive: its output has at least 2^18
-// elements (1 MiB in float32); below that a rerun costs the kernel's fixed
+// much as the projections. Expensive: what a rerun frees has at least 2^18
+// elements (1 MiB in float32): its output, and the decoder's keys and
+// values gathered from the latent's (attention.cpp); below that a rerun costs the kernel's fixed
 // overhead and frees little (at cpu_small's widths of 32 to 128 it took
 // `selective` from 1.05x to 1.11x none's step time for 0.5 MiB less of
 // 53). The layers decide per call (attention.cpp), the FLOP count per
 // piece (flops.cpp), by this one rule.
 constexpr double kLeanCoreMinOutput = double(1 << 18);
-inline bool lean_reruns_core(double core_flops, double projection_flops, double output_elements) {
-  return output_elements >= kLeanCoreMinOutput && core_flops <= 0.25 * projection_flops;
+inline bool lean_reruns_core(double core_flops, double projection_flops, double freed_elements) {
+  return freed_elements >= kLeanCoreMinOutput && core_flops <= 0.25 * projection_flops;
 }
 
 }  // namespace wg
