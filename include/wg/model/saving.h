@@ -24,13 +24,14 @@ enum class Saving { All, Lean, Rerun };
 // Whether a lean attention layer runs its core again in backward instead
 // of keeping the core's output (on the CPU kernel in one pass with the
 // core's backward, which adds its output product: attention_core.h):
-// where that is cheap to recompute and expensive to keep. Cheap: the core's FLOPs are at most
-// a quarter of the layer's four projections' (for self-attention of width
-// d: at most d/2 keys a query); where keys are many, the core costs as
-// much as the projections. Expensive: what a rerun frees has at least 2^18
-// elements (1 MiB in float32): its output, and the decoder's keys and
-// values gathered from the latent's (attention.cpp); below that a rerun costs the kernel's fixed
-// overhead and frees little (at cpu_small's widths of 32 to 128 it took
+// where that is cheap to recompute and expensive to keep. Cheap: the
+// core's FLOPs are at most a quarter of the layer's four projections'
+// (for self-attention of width d: at most d/2 keys a query); where keys
+// are many, the core costs as much as the projections. Expensive: what a
+// rerun frees has at least 2^18 elements (1 MiB in float32): its output,
+// and the decoder's keys and values gathered from the latent's
+// (attention.cpp); below that a rerun costs the kernel's fixed overhead
+// and frees little (at cpu_small's widths of 32 to 128 it took
 // `selective` from 1.05x to 1.11x none's step time for 0.5 MiB less of
 // 53). The layers decide per call (attention.cpp), the FLOP count per
 // piece (flops.cpp), by this one rule.
