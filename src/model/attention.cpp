@@ -178,8 +178,10 @@ CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& options) : o_(opt
 
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch::Tensor& x_kv, const VarlenSegments& seg,
                                           const torch::Tensor& aux, Saving saving, const torch::Tensor& kv_rows) {
-  TORCH_CHECK(!kv_rows.defined() || (kv_rows.dim() == 1 && kv_rows.scalar_type() == torch::kInt64),
-              "cross-attention: kv_rows must be a 1-d int64 tensor of rows of x_kv");
+  TORCH_CHECK(!kv_rows.defined() || (kv_rows.dim() == 1 && kv_rows.scalar_type() == torch::kInt64 &&
+                                      kv_rows.device() == x_kv.device()),
+              "cross-attention: kv_rows must be a 1-d int64 tensor of rows of x_kv, on its device");
+  TORCH_CHECK(!(kv_rows.defined() && o_.sliced_q), "cross-attention: kv_rows with sliced queries is not supported");
   const int64_t H = o_.num_heads;
   const double eps = o_.norm_eps;
   const Prelude pre_kv = layer_norm_prelude(eps);
@@ -189,11 +191,11 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   const double dropout = is_training() ? o_.dropout : 0.0;
   // The core 4·pairs·inner FLOPs (every slot's), the projections
   // 2·inner·(Rq·(dim + dim) + 2·Rk·dim_kv), what a rerun frees: the
-  // output's Rq·inner elements and the gathered keys and values
-  // (lean_reruns_core).
+  // output's Rq·inner elements, and the gathered keys and values less
+  // the Rk rows of them it keeps instead (lean_reruns_core).
   const int64_t inner = H * o_.dim_head, slots = o_.sliced_q ? o_.num_slices_q : 1;
   const double rows_q = double(x_q.numel() / x_q.size(-1)), rows_k = double(x_kv.numel() / x_kv.size(-1));
-  const double gathered = kv_rows.defined() ? double(kv_rows.numel()) * double(2 * inner) : 0.0;
+  const double gathered = kv_rows.defined() ? (double(kv_rows.numel()) - rows_k) * double(2 * inner) : 0.0;
   const bool rerun_core =
       saving == Saving::Lean &&
       lean_reruns_core(4.0 * double(slots) * query_key_pairs(seg) * double(inner),

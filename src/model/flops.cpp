@@ -42,15 +42,15 @@ void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.al
 
 // What a lean attention piece runs again of its core: nothing where the
 // layer keeps the core's output (lean_reruns_core, saving.h: the core's
-// FLOPs, the four projections', the core's output elements); where it
+// FLOPs, the four projections', the elements a rerun frees); where it
 // runs the core again, its output product (half the core) when the CPU
 // kernel's joint pass runs it (`joint`: dense, varlen and one-slot cross-
 // attention; the scores are computed once for forward and backward,
 // attention_core.h), else the whole core (block-local attention and the
 // adapter's query slots, run again under autograd). Off the CPU kernel
 // the joint pass does not run: there the count is half the core under.
-double lean_core(double core, double projections, double output, bool joint = true) {
-  if (!lean_reruns_core(core, projections, output)) return 0.0;
+double lean_core(double core, double projections, double freed, bool joint = true) {
+  if (!lean_reruns_core(core, projections, freed)) return 0.0;
   return joint ? 0.5 * core : core;
 }
 
@@ -146,7 +146,9 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   if (p == 0) return;
   // keys and values: the latent's tokens projected once each, then gathered (9 cells read each)
   const double latent_tokens = double(s.num_samples * s.num_cells * num_queries);
-  const double gathered = 9.0 * latent_tokens * double(2 * inner);  // elements a rerun of the core frees
+  // what a rerun of the core frees besides its output: the gathered keys
+  // and values, less the latent's, which it keeps instead (attention.cpp)
+  const double gathered = 8.0 * latent_tokens * double(2 * inner);
   f.add(PieceKey::io("pred", o.stream, PieceKind::Input), linear(p, o.dim_coords, o.dim_embed));
   const double cross_out = linear(p, inner, o.dim_embed);
   const double cross_projections =

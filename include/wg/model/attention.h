@@ -82,9 +82,10 @@ class CrossAttentionImpl : public torch::nn::Module {
   // kv_rows (int64 [K], optional): the segments' key rows are rows kv_rows
   // of x_kv's keys and values (the decoder's neighbourhoods: each latent
   // token read by 9 cells), gathered after the norm and the product, so
-  // each row of x_kv is normed and projected once (row by row the same
-  // values as gathering x_kv first). A lean layer that runs its core again
-  // gathers again in backward instead of keeping the gathered rows.
+  // each row of x_kv is normed and projected once (the values of gathering
+  // x_kv first, up to float rounding). A lean layer that runs its core
+  // again gathers again in backward instead of keeping the gathered rows.
+  // Not with sliced queries.
   torch::Tensor forward(const torch::Tensor& x_q, const torch::Tensor& x_kv, const VarlenSegments& seg,
                         const torch::Tensor& aux = {}, Saving saving = Saving::All, const torch::Tensor& kv_rows = {});
 

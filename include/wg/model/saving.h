@@ -35,9 +35,9 @@ enum class Saving { All, Lean, Rerun };
 // `selective` from 1.05x to 1.11x none's step time for 0.5 MiB less of
 // 53). The layers decide per call (attention.cpp), the FLOP count per
 // piece (flops.cpp), by this one rule.
-constexpr double kLeanCoreMinOutput = double(1 << 18);
+constexpr double kLeanCoreMinFreed = double(1 << 18);
 inline bool lean_reruns_core(double core_flops, double projection_flops, double freed_elements) {
-  return freed_elements >= kLeanCoreMinOutput && core_flops <= 0.25 * projection_flops;
+  return freed_elements >= kLeanCoreMinFreed && core_flops <= 0.25 * projection_flops;
 }
 
 }  // namespace wg
