@@ -82,11 +82,26 @@ torch::Tensor unread_output(const torch::Tensor& h, const std::vector<torch::Ten
   return torch::zeros({1}, h.options()).expand(shape);
 }
 
-// The product's gradients from G (the output's, as rows) and H (its input, as rows).
-void weight_grads(const Layout& l, const torch::Tensor& G, const torch::Tensor& H, variable_list& result) {
+// t in dtype (t itself when it is). Under autocast the product ran in a
+// lower precision: its gradient G comes in that dtype while h and the
+// weights are float32. Backward then multiplies in G's dtype and gives
+// each gradient its operand's dtype, as the backward of autocast's casts
+// would (float32 throughout: no cast, the same bits).
+torch::Tensor in_dtype(const torch::Tensor& t, c10::ScalarType dtype) {
+  return t.scalar_type() == dtype ? t : t.to(dtype);
+}
+
+// The product's gradients from G (the output's, as rows) and H (its input,
+// as rows), in the weights' dtype `param`.
+void weight_grads(const Layout& l, const torch::Tensor& G, const torch::Tensor& H, c10::ScalarType param,
+                  variable_list& result) {
   const size_t w0 = 1 + l.num_pre, b0 = w0 + l.num_weights;
-  const auto parts = [&](const torch::Tensor& t) { return l.grouped ? t.unbind(0) : t.split_with_sizes(l.rows, 0); };
-  const auto dWs = parts(l.grouped ? torch::bmm(G.transpose(1, 2), H) : G.t().mm(H));
+  const auto parts = [&](const torch::Tensor& t) {
+    const torch::Tensor p = in_dtype(t, param);
+    return l.grouped ? p.unbind(0) : p.split_with_sizes(l.rows, 0);
+  };
+  const torch::Tensor Hc = in_dtype(H, G.scalar_type());
+  const auto dWs = parts(l.grouped ? torch::bmm(G.transpose(1, 2), Hc) : G.t().mm(Hc));
   for (size_t i = 0; i < l.num_weights; ++i) result[1 + w0 + i] = dWs[i];
   if (l.num_biases > 0) {
     const auto dbs = parts(G.sum(l.grouped ? 1 : 0));
@@ -109,9 +124,9 @@ variable_list joint_backward(const Layout& l, const torch::Tensor& x, const torc
   {
     const GeneratorStatesGuard put_back(x.device());
     if (!l.first_run.empty()) l.first_run.front().restore();
-    run = l.pre.joint(x, G.mm(W).view(h_sizes));
+    run = l.pre.joint(x, in_dtype(G.mm(in_dtype(W, G.scalar_type())), x.scalar_type()).view(h_sizes));
   }
-  weight_grads(l, G, run.h.reshape({-1, run.h.size(-1)}), result);
+  weight_grads(l, G, run.h.reshape({-1, run.h.size(-1)}), W.scalar_type(), result);
   if (x_requires_grad) result[1] = run.grads[0];
   for (size_t i = 0; i < pre_params.size(); ++i)
     if (pre_params[i].requires_grad()) result[2 + i] = run.grads[1 + i];
@@ -172,7 +187,8 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     const torch::Tensor G = l.grouped ? by_group(grads[0]) : grads[0].reshape({-1, grads[0].size(-1)});
     torch::Tensor H = l.grouped ? by_group(h.detach()) : h.detach().reshape({-1, h.size(-1)});
     const std::vector<int64_t> h_sizes = h.sizes().vec();
-    weight_grads(l, G, H, result);
+    const c10::ScalarType h_dtype = h.scalar_type();
+    weight_grads(l, G, H, weights.front().scalar_type(), result);
     // A rerun's h is read no more (its vjp holds what it needs): freed
     // before dh is allocated, so the two are never held at once.
     if (rerun.vjp) H = h = rerun.h = torch::Tensor();
@@ -180,8 +196,9 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     bool wants_dh = x_requires_grad;
     for (const torch::Tensor& p : pre_params) wants_dh = wants_dh || p.requires_grad();
     if (!wants_dh) return result;
-    const torch::Tensor W = joined(l, weights);
-    torch::Tensor dH = l.grouped ? torch::bmm(G, W).transpose(0, 1).reshape(h_sizes) : G.mm(W).view(h_sizes);
+    const torch::Tensor W = in_dtype(joined(l, weights), G.scalar_type());
+    torch::Tensor dH = in_dtype(l.grouped ? torch::bmm(G, W).transpose(0, 1).reshape(h_sizes) : G.mm(W).view(h_sizes),
+                                h_dtype);
     if (!(l.lean && l.pre.fn)) {
       result[1] = dH;
       return result;

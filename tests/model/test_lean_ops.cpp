@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <functional>
@@ -331,6 +332,56 @@ TEST(LeanOps, CoresRunAgainAreBitIdenticalLeanAndAll) {
       runs.push_back(output_and_grads(y, wrt, torch::ones_like(y) + y.detach()));
     }
     expect_bit_identical(runs[0], runs[1]);
+  }
+}
+
+// CPU autocast in bfloat16 for one scope (it stands in for CUDA's, which
+// the trainer uses with with_mixed_precision).
+struct CpuAutocast {
+  CpuAutocast() {
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  }
+  ~CpuAutocast() {
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+  }
+};
+
+// Under autocast the product runs in bfloat16 and its gradient comes back
+// in bfloat16, while x and the weights are float32: backward multiplies in
+// the gradient's dtype and gives float32 gradients, as autograd does
+// through autocast's casts (plain LibTorch ops, the reference here).
+TEST(LeanOps, FusedLinearUnderAutocastGivesTheWeightsDtype) {
+  torch::manual_seed(21);
+  const torch::Tensor x = torch::randn({16, 8}).requires_grad_(true), w1 = torch::randn({6, 8}).requires_grad_(true),
+                      w2 = torch::randn({4, 8}).requires_grad_(true), b1 = torch::randn({6}).requires_grad_(true),
+                      b2 = torch::randn({4}).requires_grad_(true);
+  std::vector<torch::Tensor> leaves{x, w1, w2, b1, b2};
+  const auto grads_of = [&](const std::function<torch::Tensor()>& forward) {
+    for (auto& t : leaves) t.mutable_grad() = torch::Tensor();
+    torch::Tensor y;
+    {
+      const CpuAutocast on;
+      y = forward();
+    }
+    EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+    y.to(torch::kFloat).pow(2).sum().backward();
+    std::vector<torch::Tensor> g;
+    for (const auto& t : leaves) g.push_back(t.grad());
+    return g;
+  };
+  const auto want = grads_of([&] {
+    return torch::linear(torch::layer_norm(x, {8}), torch::cat({w1, w2}), torch::cat({b1, b2}));
+  });
+  for (const Saving s : {Saving::All, Saving::Lean}) {
+    SCOPED_TRACE(s == Saving::All ? "all" : "lean");
+    const auto got = grads_of([&] { return fused_linear(x, layer_norm_prelude(1e-5), {w1, w2}, {b1, b2}, s); });
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(got[i].defined()) << i;
+      EXPECT_EQ(got[i].scalar_type(), torch::kFloat) << i;
+      EXPECT_TRUE(torch::allclose(got[i], want[i], 2e-2, 5e-2)) << i;
+    }
   }
 }
 
