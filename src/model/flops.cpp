@@ -146,9 +146,6 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   if (p == 0) return;
   // keys and values: the latent's tokens projected once each, then gathered (9 cells read each)
   const double latent_tokens = double(s.num_samples * s.num_cells * num_queries);
-  // what a rerun of the core frees besides its output: the gathered keys
-  // and values, less the latent's, which it keeps instead (attention.cpp)
-  const double gathered = 8.0 * latent_tokens * double(2 * inner);
   f.add(PieceKey::io("pred", o.stream, PieceKind::Input), linear(p, o.dim_coords, o.dim_embed));
   const double cross_out = linear(p, inner, o.dim_embed);
   const double cross_projections =
@@ -156,7 +153,8 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   for (int64_t l = 0; l < o.num_layers; ++l) {
     f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
           ada_norm(p, o.dim_embed, o.dim_coords) + cross_projections + cross_core, cross_out,
-          lean_core(cross_core, cross_projections, p * double(inner) + gathered) + ada_norm_first(p, o.dim_coords));
+          lean_core(cross_core, cross_projections, cross_core_frees(p, 9.0 * latent_tokens, latent_tokens, double(inner))) +
+              ada_norm_first(p, o.dim_coords));
     if (o.self_attention)
       f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
             ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core,

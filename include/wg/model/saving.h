@@ -40,4 +40,13 @@ inline bool lean_reruns_core(double core_flops, double projection_flops, double 
   return freed_elements >= kLeanCoreMinFreed && core_flops <= 0.25 * projection_flops;
 }
 
+// What a rerun of a cross-attention core frees (elements): its output
+// (query_rows · inner), and where the keys and values are gathered rows
+// of their projections (the decoder's kv_rows: gathered_rows of them from
+// source_rows), the gathered rows less the source's, which a rerun keeps
+// instead (2·inner wide). gathered_rows 0: nothing gathered.
+inline double cross_core_frees(double query_rows, double gathered_rows, double source_rows, double inner) {
+  return query_rows * inner + (gathered_rows > 0 ? (gathered_rows - source_rows) * 2.0 * inner : 0.0);
+}
+
 }  // namespace wg
