@@ -203,11 +203,9 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
                                         double(inner)));
   const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, lean_qk_norm(saving, rerun_core && !o_.sliced_q)};
   const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
-  // The segments' keys and values: kv itself, or its rows kv_rows (under
-  // autograd, index_select's backward sums each row's gradients).
-  const auto segment_kv = [kv_rows](const torch::Tensor& kv) { return kv_rows.defined() ? kv.index_select(0, kv_rows) : kv; };
-  const auto attend = [H, segments, dropout, qk_norm, segment_kv](const torch::Tensor& q, const torch::Tensor& kv) {
-    return varlen_attention(Projections::cross(q, segment_kv(kv), H), *segments, dropout, dropout > 0, qk_norm)
+  // The segments' keys and values are kv's rows, or its rows kv_rows (attention_core.h).
+  const auto attend = [H, segments, dropout, qk_norm, kv_rows](const torch::Tensor& q, const torch::Tensor& kv) {
+    return varlen_attention(Projections::cross(q, kv, H, kv_rows), *segments, dropout, dropout > 0, qk_norm)
         .flatten(-2, -1);
   };
   torch::Tensor out;
@@ -226,14 +224,10 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   } else {
     Prelude core = core_prelude([attend, kv](const torch::Tensor& q) { return attend(q, kv); }, kv, dropout > 0);
     if (joint_runs(rerun_core, x_q, true))
-      core.joint = [H, segments, dropout, qk_norm, kv, kv_rows, segment_kv](const torch::Tensor& q,
-                                                                            const torch::Tensor& dh) {
+      core.joint = [H, segments, dropout, qk_norm, kv, kv_rows](const torch::Tensor& q, const torch::Tensor& dh) {
         const CoreJoint r =
-            varlen_attention_joint(Projections::cross(q, segment_kv(kv), H), *segments, dropout, qk_norm, dh);
-        // kv's gradient as index_select's backward sums it (IndexSelectBackward0: zeros, then index_add_)
-        const torch::Tensor d_kv =
-            kv_rows.defined() ? torch::zeros(kv.sizes(), r.d_kv.options()).index_add_(0, kv_rows, r.d_kv) : r.d_kv;
-        return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q, d_kv}};
+            varlen_attention_joint(Projections::cross(q, kv, H, kv_rows), *segments, dropout, qk_norm, dh);
+        return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q, r.d_kv}};
       };
     out = project_core(proj_out, fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving), core, rerun_core, saving);
   }

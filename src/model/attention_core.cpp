@@ -70,8 +70,18 @@ struct Problem {
   int64_t n() const { return int64_t(q_first.size()); }
 };
 
+// Problems [first, end) of a list, whose key rows all lie in [k_begin,
+// k_end): varlen problems formed range of segments by range (none spans
+// two), so that a joint pass over gathered keys can gather one range at a
+// time.
+struct KeyRange {
+  size_t first = 0, end = 0;
+  int64_t k_begin = 0, k_end = 0;
+};
+
 struct Problems : torch::CustomClassHolder {
   std::vector<Problem> list;
+  std::vector<KeyRange> ranges;  // varlen: in order, covering the list
   // Every query row and every key row lies in a sequence that has both, so
   // the products write every row of the outputs and gradients (no zero-fill).
   bool covers_all = true;
@@ -84,31 +94,46 @@ int64_t chunk_size(int64_t n, int64_t H, int64_t lq, int64_t lk, int64_t element
   return std::max<int64_t>(1, std::min(by_memory, std::max<int64_t>(16, (n + 7) / 8)));
 }
 
-c10::intrusive_ptr<Problems> varlen_problems(const VarlenSegments& seg, int64_t H, int64_t element_size) {
+// Segments of one shape batched into problems, range of segments by
+// range: ranges of at most range_rows key rows (at least one segment
+// each), or one range of all segments (range_rows 0).
+c10::intrusive_ptr<Problems> varlen_problems(const VarlenSegments& seg, int64_t H, int64_t element_size,
+                                             int64_t range_rows = 0) {
   auto out = c10::make_intrusive<Problems>();
-  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> groups;  // (lq, lk) -> segments, in order
-  for (int64_t s = 0; s < seg.num_segments; ++s) {
-    const int64_t lq = seg.q_offsets[size_t(s) + 1] - seg.q_offsets[size_t(s)];
-    const int64_t lk = seg.k_offsets[size_t(s) + 1] - seg.k_offsets[size_t(s)];
-    if (lq > 0 && lk > 0)
-      groups[{lq, lk}].push_back(s);
-    else if (lq > 0 || lk > 0)  // no keys: the output stays 0; no queries: the keys get no gradient
-      out->covers_all = false;
-  }
-  for (const auto& [shape, segments] : groups) {
-    const auto [lq, lk] = shape;
-    const int64_t chunk = chunk_size(int64_t(segments.size()), H, lq, lk, element_size);
-    for (size_t first = 0; first < segments.size(); first += size_t(chunk)) {
-      Problem pr{lq, lk, {}, {}};
-      for (size_t i = first; i < std::min(segments.size(), first + size_t(chunk)); ++i) {
-        pr.q_first.push_back(seg.q_offsets[size_t(segments[i])]);
-        pr.k_first.push_back(seg.k_offsets[size_t(segments[i])]);
-      }
-      out->list.push_back(std::move(pr));
+  const auto keys = [&](int64_t s) { return seg.k_offsets[size_t(s)]; };  // segment s's first key row
+  for (int64_t s0 = 0, s1 = 0; s0 < seg.num_segments; s0 = s1) {
+    s1 = range_rows > 0 ? s0 + 1 : seg.num_segments;
+    while (s1 < seg.num_segments && keys(s1 + 1) - keys(s0) <= range_rows) ++s1;
+    std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> groups;  // (lq, lk) -> segments, in order
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t lq = seg.q_offsets[size_t(s) + 1] - seg.q_offsets[size_t(s)], lk = keys(s + 1) - keys(s);
+      if (lq > 0 && lk > 0)
+        groups[{lq, lk}].push_back(s);
+      else if (lq > 0 || lk > 0)  // no keys: the output stays 0; no queries: the keys get no gradient
+        out->covers_all = false;
     }
+    const size_t first_problem = out->list.size();
+    for (const auto& [shape, segments] : groups) {
+      const auto [lq, lk] = shape;
+      const int64_t chunk = chunk_size(int64_t(segments.size()), H, lq, lk, element_size);
+      for (size_t first = 0; first < segments.size(); first += size_t(chunk)) {
+        Problem pr{lq, lk, {}, {}};
+        for (size_t i = first; i < std::min(segments.size(), first + size_t(chunk)); ++i) {
+          pr.q_first.push_back(seg.q_offsets[size_t(segments[i])]);
+          pr.k_first.push_back(keys(segments[i]));
+        }
+        out->list.push_back(std::move(pr));
+      }
+    }
+    out->ranges.push_back({first_problem, out->list.size(), keys(s0), keys(s1)});
   }
   return out;
 }
+
+// A cross-attention's keys and values gathered (Projections::kv_rows) are
+// cut into ranges of segments of about this many bytes: what a joint pass
+// holds of them at once (varlen_attention_joint).
+constexpr int64_t kGatherRangeBytes = int64_t(2) << 20;
 
 // B sequences of L rows each ([B·L, H, dh]).
 c10::intrusive_ptr<Problems> dense_problems(int64_t B, int64_t L, int64_t H, int64_t element_size) {
@@ -410,15 +435,17 @@ std::vector<torch::Tensor> source_grads(const Call& c, const std::vector<torch::
   return d;
 }
 
-// Runs `pass` over every problem of call c on its sources: q and k read
+// Runs `pass` over problems `list` of call c on its sources, list[i]
+// being the call's problem first + i (its dropout seed): q and k read
 // normed (qn, kn) where the norm runs; out [Rq, H, dh] and lse [Rq, H];
-// in backward d_out [Rq, H, dh] contiguous and the sources' gradients.
-void run_call(Pass pass, const Call& c, const std::vector<torch::Tensor>& sources, const Normed& qn, const Normed& kn,
-              const torch::Tensor& out, const torch::Tensor& lse, const torch::Tensor& d_out,
-              const std::vector<torch::Tensor>& d_sources, uint64_t seed) {
+// in backward d_out [Rq, H, dh] contiguous and the sources' gradients
+// (of the normed q and k: see norm_backward).
+void run_problems(Pass pass, const Call& c, const std::vector<Problem>& list, size_t first,
+                  const std::vector<torch::Tensor>& sources, const Normed& qn, const Normed& kn, const torch::Tensor& out,
+                  const torch::Tensor& lse, const torch::Tensor& d_out, const std::vector<torch::Tensor>& d_sources,
+                  uint64_t seed) {
   const torch::Tensor &qs = sources[c.q.src], &ks = sources[c.k.src], &vs = sources[c.v.src];
   const int64_t dh = c.dh;
-  const std::vector<Problem>& list = c.problems->list;
   AT_DISPATCH_FLOATING_TYPES(qs.scalar_type(), "attention", [&] {
     using Rs = Rows<scalar_t>;
     const auto in = [&](const Normed& normed, const torch::Tensor& source, const Slot& s) {
@@ -440,16 +467,32 @@ void run_call(Pass pass, const Call& c, const std::vector<torch::Tensor>& source
                                scalar_t(1.0 / std::sqrt(double(dh))),
                                c.dropout,
                                qs.options()};
-    for_each_problem(int64_t(list.size()), [&](int64_t i) { run_problem(pass, list[size_t(i)], a, problem_seed(seed, i)); });
-    if (pass != Pass::Forward && c.norms()) {  // back through the norms, in the sources' columns
-      for (const auto& [normed, s] : {std::pair{&qn, &c.q}, std::pair{&kn, &c.k}}) {
-        scalar_t* d = d_sources[s->src].data_ptr<scalar_t>() + s->col;
-        const int64_t ld = d_sources[s->src].stride(0);
-        head_norm_backward(d, ld, normed->rows.data_ptr<scalar_t>(), normed->rstd.data_ptr<scalar_t>(),
-                           normed->rows.size(0), c.heads, dh, d, ld);
-      }
-    }
+    for_each_problem(int64_t(list.size()), [&](int64_t i) {
+      run_problem(pass, list[size_t(i)], a, problem_seed(seed, int64_t(first) + i));
+    });
   });
+}
+
+// Back through the q/k norm (normed: q or k as normed in slot s of a
+// source), in place in that source's gradient's columns.
+void norm_backward(const Call& c, const Normed& normed, const Slot& s, const torch::Tensor& d_source) {
+  AT_DISPATCH_FLOATING_TYPES(d_source.scalar_type(), "head norm backward", [&] {
+    scalar_t* d = d_source.data_ptr<scalar_t>() + s.col;
+    const int64_t ld = d_source.stride(0);
+    head_norm_backward(d, ld, normed.rows.data_ptr<scalar_t>(), normed.rstd.data_ptr<scalar_t>(), normed.rows.size(0),
+                       c.heads, c.dh, d, ld);
+  });
+}
+
+// Runs `pass` over every problem of call c (run_problems), then in
+// backward back through the norms.
+void run_call(Pass pass, const Call& c, const std::vector<torch::Tensor>& sources, const Normed& qn, const Normed& kn,
+              const torch::Tensor& out, const torch::Tensor& lse, const torch::Tensor& d_out,
+              const std::vector<torch::Tensor>& d_sources, uint64_t seed) {
+  run_problems(pass, c, c.problems->list, 0, sources, qn, kn, out, lse, d_out, d_sources, seed);
+  if (pass == Pass::Forward || !c.norms()) return;
+  norm_backward(c, qn, c.q, d_sources[c.q.src]);
+  norm_backward(c, kn, c.k, d_sources[c.k.src]);
 }
 
 // What a forward (and a joint pass) starts from: q and k normed where the
@@ -462,12 +505,13 @@ struct Started {
   torch::Tensor out, lse;
   uint64_t seed = 0;
 };
-Started start(const Call& c, const std::vector<torch::Tensor>& sources) {
+// (norm_k false: k is normed elsewhere, as a gathered joint pass does range by range.)
+Started start(const Call& c, const std::vector<torch::Tensor>& sources, bool norm_k = true) {
   Started r;
   const torch::Tensor& qs = sources[c.q.src];
   if (c.norms()) {
     r.qn = norm_slot(qs, c.q, c);
-    r.kn = norm_slot(sources[c.k.src], c.k, c);
+    if (norm_k) r.kn = norm_slot(sources[c.k.src], c.k, c);
   }
   r.out = written_whole({qs.size(0), c.heads, c.dh}, qs.options(), c.problems->covers_all);
   r.lse = torch::empty({qs.size(0), c.heads}, qs.options());
@@ -528,6 +572,39 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> run_joint(const Call& c, co
   return {r.out, std::move(d_sources)};
 }
 
+// run_joint for a cross-attention whose keys and values are rows kv_rows
+// of kv (q [Rq, H·dh], kv [Rkv, 2·H·dh]; slots q {0, 0}, k {1, 0}, v {1,
+// H·dh}), the problems cut at ranges of segments: range by range, its rows
+// gathered (and k normed), its problems run with their seeds in the whole
+// call, back through k's norm, and the range's gradient summed into kv's
+// rows in kv_rows' order (as index_select's backward sums, one index_add_
+// after another); then back through q's norm. Returns the output and the
+// gradients of q and kv.
+std::pair<torch::Tensor, std::vector<torch::Tensor>> run_joint_gathered(const Call& c, const torch::Tensor& q,
+                                                                        const torch::Tensor& kv,
+                                                                        const torch::Tensor& kv_rows,
+                                                                        const torch::Tensor& d_out) {
+  const Started r = start(c, {q, kv}, false);
+  const torch::Tensor d_o = d_out.contiguous();
+  const torch::Tensor d_q = written_whole(q.sizes(), q.options(), c.problems->covers_all);
+  const torch::Tensor d_kv = torch::zeros(kv.sizes(), kv.options());
+  for (const KeyRange& range : c.problems->ranges) {
+    const torch::Tensor rows = kv_rows.slice(0, range.k_begin, range.k_end);
+    const torch::Tensor kv_range = kv.index_select(0, rows);
+    const Normed kn = c.norms() ? norm_slot(kv_range, c.k, c) : Normed{};
+    const torch::Tensor d_range = written_whole(kv_range.sizes(), kv_range.options(), c.problems->covers_all);
+    std::vector<Problem> list(c.problems->list.begin() + long(range.first), c.problems->list.begin() + long(range.end));
+    for (Problem& pr : list)
+      for (int64_t& k : pr.k_first) k -= range.k_begin;  // rows of kv_range
+    run_problems(Pass::Joint, c, list, range.first, {q, kv_range}, r.qn, kn, r.out, r.lse, d_o, {d_q, d_range},
+                 r.seed);
+    if (c.norms()) norm_backward(c, kn, c.k, d_range);
+    d_kv.index_add_(0, rows, d_range);
+  }
+  if (c.norms()) norm_backward(c, r.qn, c.q, d_q);
+  return {r.out, {d_q, d_kv}};
+}
+
 // The kernel: on the CPU, float32/float64, with a BLAS in the process
 // (Debian's LibTorch links one); elsewhere the padded reference runs.
 bool kernel_runs_on(const torch::Tensor& q) {
@@ -581,7 +658,7 @@ struct Sourced {
 Sourced sourced(const Projections& p) {
   const int64_t inner = p.heads * p.dim_head();
   if (p.is_self()) return {{as_rows(p.q, 3 * inner)}, {0, 0}, {0, inner}, {0, 2 * inner}};
-  return {{as_rows(p.q, inner), as_rows(p.kv, 2 * inner)}, {0, 0}, {1, 0}, {1, inner}};
+  return {{as_rows(p.q, inner), as_rows(p.segment_kv(), 2 * inner)}, {0, 0}, {1, 0}, {1, inner}};
 }
 
 // Self-attention (one source of q, k, v side by side) or cross (q; k and v side by side).
@@ -595,6 +672,12 @@ torch::Tensor attend(const Projections& p, c10::intrusive_ptr<Problems> problems
 CoreJoint attend_joint(const Projections& p, c10::intrusive_ptr<Problems> problems, double dropout, const QkNorm& norm,
                        const torch::Tensor& d_out) {
   const int64_t H = p.heads, dh = p.dim_head();
+  if (p.kv_rows.defined()) {  // the keys and values gathered range by range
+    const torch::Tensor q = as_rows(p.q, H * dh).detach(), kv = as_rows(p.kv, 2 * H * dh).detach();
+    const auto call = make_call({0, 0}, {1, 0}, {1, H * dh}, H, dh, std::move(problems), dropout, norm);
+    auto [out, d] = run_joint_gathered(*call, q, kv, p.kv_rows, d_out.reshape({q.size(0), H, dh}));
+    return CoreJoint{out, d[0].view(p.q.sizes()), d[1].view(p.kv.sizes())};
+  }
   Sourced s = sourced(p);
   for (torch::Tensor& t : s.sources) t = t.detach();
   const auto call = make_call(s.q, s.k, s.v, H, dh, std::move(problems), dropout, norm);
@@ -624,6 +707,30 @@ c10::intrusive_ptr<Problems> block_problems(int64_t B, int64_t L, int64_t block,
   return varlen_problems(VarlenSegments::from_lengths(lens, lens, torch::kCPU), H, element_size);
 }
 
+// The key rows of each range of segments a gathered cross-attention's
+// problems are cut at (kGatherRangeBytes of its gathered keys and values);
+// 0 (one range) otherwise.
+int64_t gather_range_rows(const Projections& p) {
+  if (p.is_self() || !p.kv_rows.defined()) return 0;
+  return std::max<int64_t>(1, kGatherRangeBytes / (p.kv.size(-1) * int64_t(p.kv.element_size())));
+}
+
+// p's rows are seg's (q's, and the keys', kv's or kv_rows').
+void check_rows(const Projections& p, const VarlenSegments& seg) {
+  TORCH_CHECK(!p.kv_rows.defined() || (!p.is_self() && p.kv_rows.dim() == 1 &&
+                                        p.kv_rows.scalar_type() == torch::kInt64 && p.kv_rows.device() == p.kv.device()),
+              "attention: kv_rows must be a 1-d int64 tensor of rows of cross-attention's kv, on its device");
+  const int64_t keys = p.is_self() ? p.q.size(0) : p.kv_rows.defined() ? p.kv_rows.numel() : p.kv.size(0);
+  TORCH_CHECK(p.q.size(0) == seg.q_offsets.back() && keys == seg.k_offsets.back(),
+              "varlen attention: rows do not match the segment lengths (", p.q.size(0), " query and ", keys,
+              " key rows against ", seg.q_offsets.back(), " and ", seg.k_offsets.back(), ")");
+}
+
+// The varlen problems of p's call.
+c10::intrusive_ptr<Problems> varlen_problems(const Projections& p, const VarlenSegments& seg) {
+  return varlen_problems(seg, p.heads, int64_t(p.q.element_size()), gather_range_rows(p));
+}
+
 }  // namespace
 
 int64_t Projections::dim_head() const {
@@ -633,6 +740,13 @@ int64_t Projections::dim_head() const {
   TORCH_CHECK(is_self() || kv.size(-1) == 2 * q.size(-1), "attention: kv width ", kv.size(-1), " is not 2 x q's ",
               q.size(-1));
   return q.size(-1) / (parts * heads);
+}
+
+torch::Tensor Projections::segment_kv() const {
+  TORCH_CHECK(!kv_rows.defined() || (kv_rows.dim() == 1 && kv_rows.scalar_type() == torch::kInt64 &&
+                                      kv_rows.device() == kv.device()),
+              "attention: kv_rows must be a 1-d int64 tensor of rows of kv, on its device");
+  return kv_rows.defined() ? kv.index_select(0, kv_rows) : kv;
 }
 
 std::array<torch::Tensor, 3> Projections::split() const {
@@ -646,7 +760,7 @@ std::array<torch::Tensor, 3> Projections::split() const {
     const std::vector<torch::Tensor> parts = q.split(inner, -1);
     return {as_heads(parts[0]), as_heads(parts[1]), as_heads(parts[2])};
   }
-  const std::vector<torch::Tensor> parts = kv.split(inner, -1);
+  const std::vector<torch::Tensor> parts = segment_kv().split(inner, -1);
   return {as_heads(q), as_heads(parts[0]), as_heads(parts[1])};
 }
 
@@ -660,14 +774,12 @@ torch::Tensor varlen_attention(const torch::Tensor& q, const torch::Tensor& k, c
 
 torch::Tensor varlen_attention(const Projections& p, const VarlenSegments& seg, double dropout, bool training,
                                const QkNorm& norm) {
-  const torch::Tensor& kv = p.is_self() ? p.q : p.kv;
-  TORCH_CHECK(p.q.size(0) == seg.q_offsets.back() && kv.size(0) == seg.k_offsets.back(),
-              "varlen attention: rows do not match the segment lengths");
+  check_rows(p, seg);
   if (!kernel_runs_on(p.q)) {
     const auto [q, k, v] = p.split();
     return varlen_attention(q, k, v, seg, dropout, training, norm);
   }
-  return attend(p, varlen_problems(seg, p.heads, int64_t(p.q.element_size())), training ? dropout : 0.0, norm);
+  return attend(p, varlen_problems(p, seg), training ? dropout : 0.0, norm);
 }
 
 torch::Tensor dense_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double dropout,
@@ -695,7 +807,8 @@ bool attention_kernel_runs_on(const torch::Tensor& t) { return kernel_runs_on(t)
 CoreJoint varlen_attention_joint(const Projections& p, const VarlenSegments& seg, double dropout, const QkNorm& norm,
                                  const torch::Tensor& d_out) {
   TORCH_CHECK(kernel_runs_on(p.q), "varlen attention: the joint pass runs on the CPU kernel only");
-  return attend_joint(p, varlen_problems(seg, p.heads, int64_t(p.q.element_size())), dropout, norm, d_out);
+  check_rows(p, seg);
+  return attend_joint(p, varlen_problems(p, seg), dropout, norm, d_out);
 }
 
 CoreJoint dense_attention_joint(const Projections& p, double dropout, const QkNorm& norm, const torch::Tensor& d_out) {

@@ -206,6 +206,62 @@ TEST(AttentionCore, JointPassIsTheForwardAndBackwardBitForBit) {
   }
 }
 
+// Cross-attention whose keys and values are rows kv_rows of kv (the
+// decoder's 9 cells'): its problems are cut at ranges of segments of about
+// 2 MiB of gathered rows (here 1 KiB a row: about 2048 rows a range; one
+// segment alone is longer than that), and the joint pass gathers, runs and
+// sums range by range. Its output and gradients are autograd's through the
+// gather, bit for bit, with dropout and the q/k norm; without dropout both
+// equal the keys gathered first; the reference reads them gathered.
+TEST(AttentionCore, GatheredKeysJointPassRangeByRange) {
+  torch::manual_seed(32);
+  const int64_t H = 2, dh = 64, inner = H * dh, sources = 700;
+  std::mt19937 gen(5);
+  std::vector<int64_t> lq, lk;
+  for (int s = 0; s < 800; ++s) {
+    lq.push_back(std::vector<int64_t>{0, 1, 2, 3}[gen() % 4]);
+    lk.push_back(std::vector<int64_t>{0, 3, 8, 9, 9}[gen() % 5]);
+  }
+  lq[300] = 4;
+  lk[300] = 2500;  // a range of its own
+  const VarlenSegments seg = VarlenSegments::from_lengths(lq, lk, torch::kCPU);
+  ASSERT_GT(total(lk) * 2 * inner * 4, 3 * (int64_t(2) << 20));  // several ranges
+  const torch::Tensor q0 = torch::randn({total(lq), inner}), kv0 = torch::randn({sources, 2 * inner}),
+                      kv_rows = torch::randint(sources, {total(lk)}, torch::kInt64);
+  const QkNorm norm{1e-5, false};
+  for (const double dropout : {0.0, 0.2}) {
+    SCOPED_TRACE("dropout " + std::to_string(dropout));
+    std::vector<std::vector<torch::Tensor>> runs;  // output, d_q, d_kv: gathered in the core, gathered first
+    for (const bool first : {false, true}) {
+      const torch::Tensor q = q0.clone().requires_grad_(true), kv = kv0.clone().requires_grad_(true);
+      const Projections p = first ? Projections::cross(q, kv.index_select(0, kv_rows), H)
+                                  : Projections::cross(q, kv, H, kv_rows);
+      torch::manual_seed(77);
+      const torch::Tensor out = varlen_attention(p, seg, dropout, true, norm);
+      const torch::Tensor d_out = torch::ones_like(out) + out.detach();
+      (out * d_out).sum().backward();
+      runs.push_back({out.detach(), q.grad(), kv.grad()});
+      if (first) continue;
+      torch::manual_seed(77);
+      const CoreJoint j = varlen_attention_joint(Projections::cross(q0, kv0, H, kv_rows), seg, dropout, norm, d_out);
+      EXPECT_TRUE(torch::equal(j.out, out.detach())) << "output";
+      EXPECT_TRUE(torch::equal(j.d_q, q.grad())) << "d_q";
+      EXPECT_TRUE(torch::equal(j.d_kv, kv.grad())) << "d_kv";
+      EXPECT_EQ(j.d_kv.sizes(), kv0.sizes());
+      EXPECT_GT(kv.grad().abs().sum().item<double>(), 0.0);
+    }
+    if (dropout > 0) continue;
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(runs[0][i], runs[1][i], 1e-5, 1e-6)) << i;
+  }
+  const auto [q, k, v] = Projections::cross(q0, kv0, H, kv_rows).split();  // as the reference (CUDA) reads them
+  const torch::Tensor gathered = kv0.index_select(0, kv_rows);
+  EXPECT_TRUE(torch::equal(k, gathered.slice(1, 0, inner).view({-1, H, dh})));
+  EXPECT_TRUE(torch::equal(v, gathered.slice(1, inner).view({-1, H, dh})));
+  EXPECT_THROW(varlen_attention(Projections::cross(q0, kv0, H, kv_rows.to(torch::kInt32)), seg, 0.0, false),
+               c10::Error);
+  EXPECT_THROW(varlen_attention(Projections::cross(q0, kv0, H, kv_rows.slice(0, 1)), seg, 0.0, false), c10::Error);
+}
+
 // Sequences whose scores do not fit one tile (over 512 KiB a head) are
 // worked through in blocks of query rows, dK and dV summed over them: equal
 // to the reference without dropout; with dropout, the gradient equals

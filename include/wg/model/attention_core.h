@@ -67,14 +67,27 @@ torch::Tensor block_local_attention(const torch::Tensor& q, const torch::Tensor&
 // side. The cores below read them there and give each projection's
 // gradient as one tensor, q's, k's and v's columns written in place (no
 // split whose backward concatenates, no copies for the q/k norm).
+//
+// Cross-attention's keys and values may be rows of kv picked by kv_rows
+// (1-d int64, on kv's device; rows may repeat): the segments' key rows are
+// then kv.index_select(0, kv_rows), and kv's gradient sums each row's
+// gradients as index_select's backward does (the decoder's 9 cells' keys,
+// projected once per latent token). Under autograd the cores gather them
+// once; a joint pass gathers them a range of segments at a time (see
+// varlen_attention_joint).
 struct Projections {
   torch::Tensor q, kv;  // kv undefined: q is self-attention's qkv
   int64_t heads = 1;
-  static Projections self(const torch::Tensor& qkv, int64_t heads) { return {qkv, {}, heads}; }
-  static Projections cross(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads) { return {q, kv, heads}; }
+  torch::Tensor kv_rows;  // cross only: the segments' rows of kv (undefined: kv's rows in order)
+  static Projections self(const torch::Tensor& qkv, int64_t heads) { return {qkv, {}, heads, {}}; }
+  static Projections cross(const torch::Tensor& q, const torch::Tensor& kv, int64_t heads,
+                           const torch::Tensor& kv_rows = {}) {
+    return {q, kv, heads, kv_rows};
+  }
   bool is_self() const { return !kv.defined(); }
   int64_t dim_head() const;
-  std::array<torch::Tensor, 3> split() const;  // q, k, v [..., H, dh] as views (for the reference)
+  torch::Tensor segment_kv() const;            // cross: the segments' keys and values (kv, or its rows kv_rows)
+  std::array<torch::Tensor, 3> split() const;  // q, k, v [..., H, dh] (for the reference; views unless gathered)
 };
 // Varlen: -> [Rq, H, dh].
 torch::Tensor varlen_attention(const Projections& p, const VarlenSegments& seg, double dropout, bool training,
@@ -91,7 +104,12 @@ torch::Tensor block_local_attention(const Projections& p, int64_t block, const Q
 // are the autograd backward's, bit for bit. The CPU kernel only
 // (attention_kernel_runs_on); dropout as training drew it (its seed drawn
 // from the CPU generator as the forward drew it: restore the generator
-// first); with the norm kept (QkNorm::lean is read as false).
+// first); with the norm kept (QkNorm::lean is read as false). d_kv is
+// kv's gradient; with kv_rows, the pass holds the gathered keys and
+// values, and their gradient, of one range of segments at a time (about
+// 1 MiB of them, the ranges the forward's problems were cut at), and sums
+// them into kv's rows range after range: the sums autograd's backward
+// of the gather makes, in its order.
 struct CoreJoint {
   torch::Tensor out, d_q, d_kv;
 };
