@@ -3,16 +3,19 @@
 // The CPU kernel's invariants:
 // - a "problem" is n sequences that attend among themselves, each of lq
 //   query and lk key rows: varlen segments of one (lq, lk) shape batched
-//   together (gathered by row index, no padding), or a chunk of dense
+//   together (gathered by row index, no padding; with gathered keys, only
+//   within one range of segments, below), or a chunk of dense
 //   sequences; problems share no query, key or output row, so they run in
 //   parallel and write their results without locks, and they are formed
 //   without regard to the thread count: the result does not depend on it;
 // - q, k and v are column blocks ("slots") of row tensors ("sources", [R,
 //   W]): the fused projections as the layers made them; every product
 //   reads its operands and writes its result where they lie (BLAS with the
-//   row stride as leading dimension): no rows gathered or scattered, and
-//   outputs zero-filled only when some rows lie in no problem; backward
-//   gives one gradient per source, each slot's columns written in place;
+//   row stride as leading dimension): no rows gathered or scattered
+//   (but cross-attention's keys and values given as rows kv_rows of kv:
+//   gathered before the call), and outputs zero-filled only when some rows
+//   lie in no problem; backward gives one gradient per source, each slot's
+//   columns written in place;
 // - the q/k norm (head_norm.h) reads q and k in their slots and writes its
 //   backward into them;
 // - forward keeps the sources, the output and the log-sum-exp of each
@@ -23,7 +26,10 @@
 //   backward tile by tile on the forward's tiles: the scores computed
 //   once, the output and log-sum-exp written as the forward writes them,
 //   then the backward as it runs, so its output and gradients have the
-//   forward's and backward's bits;
+//   forward's and backward's bits; with gathered keys and values it
+//   gathers them one range of segments at a time (its problems never span
+//   two), and sums each range's gradient into kv's rows in kv_rows'
+//   order, as index_select's backward sums them;
 // - with dropout, problem i's keep-mask is made from the seed (seed, i)
 //   (dropout.h); seed is drawn once per call from the CPU generator, so a
 //   recomputed piece (its generator states restored) draws the same masks;
@@ -61,8 +67,8 @@ using torch::autograd::variable_list;
 // A problem: sequences of one shape, lq query and lk key rows each, in
 // [R, H, dh] row tensors: sequence j's query rows start at row q_first[j],
 // its key rows at k_first[j]. Varlen segments of the same (lq, lk) are
-// batched into one problem (no padding); dense sequences are taken in
-// chunks. Problems are formed without regard to the thread count, so
+// batched into one problem (no padding), within a range of segments
+// (KeyRange); dense sequences are taken in chunks. Problems are formed without regard to the thread count, so
 // dropout's masks (per problem) are too.
 struct Problem {
   int64_t lq = 0, lk = 0;
@@ -71,9 +77,10 @@ struct Problem {
 };
 
 // Problems [first, end) of a list, whose key rows all lie in [k_begin,
-// k_end): varlen problems formed range of segments by range (none spans
+// k_end) (positions in the segments' key rows: with gathered keys, in
+// kv_rows): varlen problems formed range of segments by range (none spans
 // two), so that a joint pass over gathered keys can gather one range at a
-// time.
+// time. One range of all segments unless the keys are gathered.
 struct KeyRange {
   size_t first = 0, end = 0;
   int64_t k_begin = 0, k_end = 0;
@@ -81,7 +88,7 @@ struct KeyRange {
 
 struct Problems : torch::CustomClassHolder {
   std::vector<Problem> list;
-  std::vector<KeyRange> ranges;  // varlen: in order, covering the list
+  std::vector<KeyRange> ranges;  // varlen: in order, covering the list; dense: none
   // Every query row and every key row lies in a sequence that has both, so
   // the products write every row of the outputs and gradients (no zero-fill).
   bool covers_all = true;
@@ -100,13 +107,13 @@ int64_t chunk_size(int64_t n, int64_t H, int64_t lq, int64_t lk, int64_t element
 c10::intrusive_ptr<Problems> varlen_problems(const VarlenSegments& seg, int64_t H, int64_t element_size,
                                              int64_t range_rows = 0) {
   auto out = c10::make_intrusive<Problems>();
-  const auto keys = [&](int64_t s) { return seg.k_offsets[size_t(s)]; };  // segment s's first key row
+  const auto key_offset = [&](int64_t s) { return seg.k_offsets[size_t(s)]; };  // segment s's first key row
   for (int64_t s0 = 0, s1 = 0; s0 < seg.num_segments; s0 = s1) {
     s1 = range_rows > 0 ? s0 + 1 : seg.num_segments;
-    while (s1 < seg.num_segments && keys(s1 + 1) - keys(s0) <= range_rows) ++s1;
+    while (s1 < seg.num_segments && key_offset(s1 + 1) - key_offset(s0) <= range_rows) ++s1;
     std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> groups;  // (lq, lk) -> segments, in order
     for (int64_t s = s0; s < s1; ++s) {
-      const int64_t lq = seg.q_offsets[size_t(s) + 1] - seg.q_offsets[size_t(s)], lk = keys(s + 1) - keys(s);
+      const int64_t lq = seg.q_offsets[size_t(s) + 1] - seg.q_offsets[size_t(s)], lk = key_offset(s + 1) - key_offset(s);
       if (lq > 0 && lk > 0)
         groups[{lq, lk}].push_back(s);
       else if (lq > 0 || lk > 0)  // no keys: the output stays 0; no queries: the keys get no gradient
@@ -120,19 +127,21 @@ c10::intrusive_ptr<Problems> varlen_problems(const VarlenSegments& seg, int64_t 
         Problem pr{lq, lk, {}, {}};
         for (size_t i = first; i < std::min(segments.size(), first + size_t(chunk)); ++i) {
           pr.q_first.push_back(seg.q_offsets[size_t(segments[i])]);
-          pr.k_first.push_back(keys(segments[i]));
+          pr.k_first.push_back(key_offset(segments[i]));
         }
         out->list.push_back(std::move(pr));
       }
     }
-    out->ranges.push_back({first_problem, out->list.size(), keys(s0), keys(s1)});
+    out->ranges.push_back({first_problem, out->list.size(), key_offset(s0), key_offset(s1)});
   }
   return out;
 }
 
 // A cross-attention's keys and values gathered (Projections::kv_rows) are
-// cut into ranges of segments of about this many bytes: what a joint pass
-// holds of them at once (varlen_attention_joint).
+// cut into ranges of segments of about this many bytes of gathered rows
+// (at least one segment a range), in every mode: a joint pass holds one
+// range's rows, their gradient and its normed k at once
+// (varlen_attention_joint).
 constexpr int64_t kGatherRangeBytes = int64_t(2) << 20;
 
 // B sequences of L rows each ([B·L, H, dh]).
@@ -505,13 +514,15 @@ struct Started {
   torch::Tensor out, lse;
   uint64_t seed = 0;
 };
-// (norm_k false: k is normed elsewhere, as a gathered joint pass does range by range.)
-Started start(const Call& c, const std::vector<torch::Tensor>& sources, bool norm_k = true) {
+// (KNorm::Elsewhere: k is normed by the caller, as a gathered joint pass
+// does range by range.)
+enum class KNorm { Here, Elsewhere };
+Started start(const Call& c, const std::vector<torch::Tensor>& sources, KNorm k_norm = KNorm::Here) {
   Started r;
   const torch::Tensor& qs = sources[c.q.src];
   if (c.norms()) {
     r.qn = norm_slot(qs, c.q, c);
-    if (norm_k) r.kn = norm_slot(sources[c.k.src], c.k, c);
+    if (k_norm == KNorm::Here) r.kn = norm_slot(sources[c.k.src], c.k, c);
   }
   r.out = written_whole({qs.size(0), c.heads, c.dh}, qs.options(), c.problems->covers_all);
   r.lse = torch::empty({qs.size(0), c.heads}, qs.options());
@@ -584,22 +595,28 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> run_joint_gathered(const Ca
                                                                         const torch::Tensor& kv,
                                                                         const torch::Tensor& kv_rows,
                                                                         const torch::Tensor& d_out) {
-  const Started r = start(c, {q, kv}, false);
+  const std::vector<KeyRange>& ranges = c.problems->ranges;
+  TORCH_INTERNAL_ASSERT(ranges.empty() ? c.problems->list.empty() : ranges.back().end == c.problems->list.size(),
+                        "gathered joint pass: the problems were not formed range by range");
+  const Started r = start(c, {q, kv}, KNorm::Elsewhere);
   const torch::Tensor d_o = d_out.contiguous();
   const torch::Tensor d_q = written_whole(q.sizes(), q.options(), c.problems->covers_all);
   const torch::Tensor d_kv = torch::zeros(kv.sizes(), kv.options());
-  for (const KeyRange& range : c.problems->ranges) {
-    const torch::Tensor rows = kv_rows.slice(0, range.k_begin, range.k_end);
-    const torch::Tensor kv_range = kv.index_select(0, rows);
+  for (const KeyRange& range : ranges) {
+    const torch::Tensor ids = kv_rows.slice(0, range.k_begin, range.k_end);  // the range's rows of kv
+    const torch::Tensor kv_range = kv.index_select(0, ids);
     const Normed kn = c.norms() ? norm_slot(kv_range, c.k, c) : Normed{};
     const torch::Tensor d_range = written_whole(kv_range.sizes(), kv_range.options(), c.problems->covers_all);
     std::vector<Problem> list(c.problems->list.begin() + long(range.first), c.problems->list.begin() + long(range.end));
     for (Problem& pr : list)
-      for (int64_t& k : pr.k_first) k -= range.k_begin;  // rows of kv_range
+      for (int64_t& k : pr.k_first) {
+        k -= range.k_begin;  // rows of kv_range
+        TORCH_INTERNAL_ASSERT(k >= 0 && k + pr.lk <= kv_range.size(0), "gathered joint pass: a problem spans two ranges");
+      }
     run_problems(Pass::Joint, c, list, range.first, {q, kv_range}, r.qn, kn, r.out, r.lse, d_o, {d_q, d_range},
                  r.seed);
     if (c.norms()) norm_backward(c, kn, c.k, d_range);
-    d_kv.index_add_(0, rows, d_range);
+    d_kv.index_add_(0, ids, d_range);
   }
   if (c.norms()) norm_backward(c, r.qn, c.q, d_q);
   return {r.out, {d_q, d_kv}};
@@ -655,10 +672,16 @@ struct Sourced {
   std::vector<torch::Tensor> sources;
   Slot q, k, v;
 };
-Sourced sourced(const Projections& p) {
+// Gather::No: cross-attention's kv as given, not its rows kv_rows.
+enum class Gather { Yes, No };
+Sourced sourced(const Projections& p, Gather gather = Gather::Yes) {
   const int64_t inner = p.heads * p.dim_head();
+  TORCH_CHECK(!(p.is_self() && p.kv_rows.defined()), "attention: kv_rows with self-attention");
   if (p.is_self()) return {{as_rows(p.q, 3 * inner)}, {0, 0}, {0, inner}, {0, 2 * inner}};
-  return {{as_rows(p.q, inner), as_rows(p.segment_kv(), 2 * inner)}, {0, 0}, {1, 0}, {1, inner}};
+  return {{as_rows(p.q, inner), as_rows(gather == Gather::Yes ? p.segment_kv() : p.kv, 2 * inner)},
+          {0, 0},
+          {1, 0},
+          {1, inner}};
 }
 
 // Self-attention (one source of q, k, v side by side) or cross (q; k and v side by side).
@@ -672,9 +695,10 @@ torch::Tensor attend(const Projections& p, c10::intrusive_ptr<Problems> problems
 CoreJoint attend_joint(const Projections& p, c10::intrusive_ptr<Problems> problems, double dropout, const QkNorm& norm,
                        const torch::Tensor& d_out) {
   const int64_t H = p.heads, dh = p.dim_head();
-  if (p.kv_rows.defined()) {  // the keys and values gathered range by range
-    const torch::Tensor q = as_rows(p.q, H * dh).detach(), kv = as_rows(p.kv, 2 * H * dh).detach();
-    const auto call = make_call({0, 0}, {1, 0}, {1, H * dh}, H, dh, std::move(problems), dropout, norm);
+  if (!p.is_self() && p.kv_rows.defined()) {  // the keys and values gathered range by range
+    const Sourced s = sourced(p, Gather::No);
+    const torch::Tensor q = s.sources[0].detach(), kv = s.sources[1].detach();
+    const auto call = make_call(s.q, s.k, s.v, H, dh, std::move(problems), dropout, norm);
     auto [out, d] = run_joint_gathered(*call, q, kv, p.kv_rows, d_out.reshape({q.size(0), H, dh}));
     return CoreJoint{out, d[0].view(p.q.sizes()), d[1].view(p.kv.sizes())};
   }
@@ -717,9 +741,10 @@ int64_t gather_range_rows(const Projections& p) {
 
 // p's rows are seg's (q's, and the keys', kv's or kv_rows').
 void check_rows(const Projections& p, const VarlenSegments& seg) {
-  TORCH_CHECK(!p.kv_rows.defined() || (!p.is_self() && p.kv_rows.dim() == 1 &&
+  TORCH_CHECK(!p.kv_rows.defined() || (!p.is_self() && p.kv.dim() == 2 && p.kv_rows.dim() == 1 &&
                                         p.kv_rows.scalar_type() == torch::kInt64 && p.kv_rows.device() == p.kv.device()),
-              "attention: kv_rows must be a 1-d int64 tensor of rows of cross-attention's kv, on its device");
+              "attention: kv_rows must be a 1-d int64 tensor of rows of cross-attention's kv [rows, 2·H·dh], on "
+              "its device");
   const int64_t keys = p.is_self() ? p.q.size(0) : p.kv_rows.defined() ? p.kv_rows.numel() : p.kv.size(0);
   TORCH_CHECK(p.q.size(0) == seg.q_offsets.back() && keys == seg.k_offsets.back(),
               "varlen attention: rows do not match the segment lengths (", p.q.size(0), " query and ", keys,
@@ -742,10 +767,7 @@ int64_t Projections::dim_head() const {
   return q.size(-1) / (parts * heads);
 }
 
-torch::Tensor Projections::segment_kv() const {
-  TORCH_CHECK(!kv_rows.defined() || (kv_rows.dim() == 1 && kv_rows.scalar_type() == torch::kInt64 &&
-                                      kv_rows.device() == kv.device()),
-              "attention: kv_rows must be a 1-d int64 tensor of rows of kv, on its device");
+torch::Tensor Projections::segment_kv() const {  // kv_rows checked by the cores (check_rows)
   return kv_rows.defined() ? kv.index_select(0, kv_rows) : kv;
 }
 

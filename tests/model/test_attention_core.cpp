@@ -253,6 +253,26 @@ TEST(AttentionCore, GatheredKeysJointPassRangeByRange) {
     if (dropout > 0) continue;
     for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(runs[0][i], runs[1][i], 1e-5, 1e-6)) << i;
   }
+  {  // the joint pass gives the same bits on one thread as on two
+    const torch::Tensor d_out = torch::randn({total(lq), H, dh});
+    std::vector<CoreJoint> runs;
+    const int threads = at::get_num_threads();
+    for (const int n : {1, 2}) {
+      at::set_num_threads(n);
+      torch::manual_seed(78);
+      runs.push_back(varlen_attention_joint(Projections::cross(q0, kv0, H, kv_rows), seg, 0.2, norm, d_out));
+    }
+    at::set_num_threads(threads);
+    EXPECT_TRUE(torch::equal(runs[0].out, runs[1].out) && torch::equal(runs[0].d_q, runs[1].d_q) &&
+                torch::equal(runs[0].d_kv, runs[1].d_kv));
+  }
+  {  // no segments: no output rows, kv's gradient 0
+    const VarlenSegments none = VarlenSegments::from_lengths({}, {}, torch::kCPU);
+    const CoreJoint j = varlen_attention_joint(Projections::cross(torch::zeros({0, inner}), kv0, H, kv_rows.slice(0, 0, 0)),
+                                               none, 0.0, norm, torch::zeros({0, H, dh}));
+    EXPECT_EQ(j.out.size(0), 0);
+    EXPECT_TRUE(torch::equal(j.d_kv, torch::zeros_like(kv0)));
+  }
   const auto [q, k, v] = Projections::cross(q0, kv0, H, kv_rows).split();  // as the reference (CUDA) reads them
   const torch::Tensor gathered = kv0.index_select(0, kv_rows);
   EXPECT_TRUE(torch::equal(k, gathered.slice(1, 0, inner).view({-1, H, dh})));
@@ -260,6 +280,8 @@ TEST(AttentionCore, GatheredKeysJointPassRangeByRange) {
   EXPECT_THROW(varlen_attention(Projections::cross(q0, kv0, H, kv_rows.to(torch::kInt32)), seg, 0.0, false),
                c10::Error);
   EXPECT_THROW(varlen_attention(Projections::cross(q0, kv0, H, kv_rows.slice(0, 1)), seg, 0.0, false), c10::Error);
+  EXPECT_THROW(varlen_attention(Projections::cross(q0, kv0.view({7, 100, 2 * inner}), H, kv_rows), seg, 0.0, false),
+               c10::Error);  // kv as rows only
 }
 
 // Sequences whose scores do not fit one tile (over 512 KiB a head) are

@@ -107,7 +107,7 @@ torch::Tensor block_local_attention(const Projections& p, int64_t block, const Q
 // first); with the norm kept (QkNorm::lean is read as false). d_kv is
 // kv's gradient; with kv_rows, the pass holds the gathered keys and
 // values, and their gradient, of one range of segments at a time (about
-// 1 MiB of them, the ranges the forward's problems were cut at), and sums
+// 2 MiB of them, the ranges the forward's problems were cut at), and sums
 // them into kv's rows range after range: the sums autograd's backward
 // of the gather makes, in its order.
 struct CoreJoint {
