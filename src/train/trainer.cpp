@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -333,6 +334,15 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control&
   s.mean_samples_per_second = s.seconds > 0 ? double(samples) / s.seconds : 0;
   for (MetricsSink* sink : sinks) sink->on_end(s);
   return s;
+}
+
+BuiltBatch Trainer::planning_batch() const {
+  BuiltBatch best = dataset_.batch(0);
+  for (int64_t i = 1; i < std::min(kPlanningBatches, total_steps()); ++i) {
+    BuiltBatch b = dataset_.batch(i);
+    if (token_count(b) > token_count(best)) best = std::move(b);
+  }
+  return best;
 }
 
 TrainerProbe::TrainerProbe(Trainer& trainer) : trainer_(trainer), batch_(trainer.planning_batch()) {

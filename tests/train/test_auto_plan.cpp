@@ -9,6 +9,7 @@
 #include "../common/tiny_config.h"
 #include "wg/plan/auto_plan.h"
 #include "wg/plan/cost_profile.h"
+#include "wg/train/batch_tensors.h"
 #include "wg/train/trainer.h"
 #include "wg/util/memory.h"
 
@@ -46,6 +47,23 @@ int64_t steady_peak(Trainer& t, int steps = 3) {
 int64_t measured_peak_with(const Config& c, bool all) {
   Trainer t(c, Dataset(c, 0, 1), all_or_nothing(c, all), torch::kCPU);
   return steady_peak(t);
+}
+
+// The planner profiles the batch with the most tokens of the first eight
+// (here not step 0's).
+TEST(AutoPlan, ProfilesTheBatchWithTheMostTokensOfTheFirstEight) {
+  const Config c = planner_config();
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  ASSERT_GE(t.total_steps(), Trainer::kPlanningBatches + 1);
+  int64_t most = 0;
+  for (int64_t i = 0; i < Trainer::kPlanningBatches; ++i) most = std::max(most, token_count(t.batch(i)));
+  EXPECT_GT(most, token_count(t.batch(0)));
+  const BuiltBatch chosen = t.planning_batch();
+  EXPECT_EQ(token_count(chosen), most);
+  int64_t first = -1;  // the first of equals
+  for (int64_t i = 0; first < 0; ++i)
+    if (token_count(t.batch(i)) == most) first = i;
+  EXPECT_EQ(chosen.sample_ids, t.batch(first).sample_ids);
 }
 
 TEST(AutoPlan, StaysWithinTheBudgetAndPredictsThePeakWithin10Percent) {
