@@ -1,7 +1,7 @@
 // The attention cores (softmax(q kᵀ / sqrt(dh)) v, per head): over
 // variable-length segments of packed rows (cells), dense, and block-local.
 //
-// On CPU they run this project's kernel (attention_core.cpp): each
+// On CPU they run this project's kernel (attention_kernel.cpp): each
 // independent problem (segments of one shape; a chunk of dense sequences)
 // is computed on its own, in parallel over problems, with no padding, its
 // products reading and writing the packed rows in place (BLAS), and only

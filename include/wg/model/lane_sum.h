@@ -2,7 +2,7 @@
 // end: vectorisable without reassociating (each lane's order is fixed),
 // so a sum has the same bits wherever it runs (any thread count, any
 // split of the rows). Used by the q/k norm (head_norm.cpp) and the
-// attention kernel's per-row sums (attention_core.cpp).
+// attention kernel's per-row sums (attention_kernel.cpp).
 #pragma once
 
 #include <cstdint>
