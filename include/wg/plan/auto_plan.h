@@ -1,5 +1,6 @@
 // gradient_checkpointing.policy: auto. Measures the costs on the run's
-// largest batch of its first eight (cost_profile.h, Trainer::planning_batch), takes the rank's budget (configured, or the
+// largest batch of its first eight (cost_profile.h,
+// Trainer::planning_batch), takes the rank's budget (configured, or the
 // device's available memory minus a margin), and picks the fastest plan
 // whose predicted step peak fits; sections that a matching per-node rule
 // sets keep the rule's settings.

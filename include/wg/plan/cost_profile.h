@@ -1,5 +1,6 @@
 // The automatic planner's cost model, measured: a short profiling pass on
-// the run's actual shapes (its first batch) with nothing recomputed, where a
+// the run's actual shapes (its planning batch: the one with the most tokens
+// of its first eight, Trainer::planning_batch) with nothing recomputed, where a
 // PieceObserver records, per plan piece, the bytes it keeps for backward
 // (its output included), its output bytes, and its forward time. An
 // analytic estimate from the output shape is kept beside each measurement
