@@ -17,9 +17,9 @@
 // the end of forward, and ratios against `none`. The budgets are absolute
 // (what `budget_gib` means): they come from `none` and `full` measured alone
 // first, and each automatic plan is measured alone again afterwards to check
-// that its absolute peak fits: on batch 0, the batch the planner profiles
-// (its prediction's error), and on batches 1-2 (whether a plan made on one
-// batch fits others).
+// that its absolute peak fits: on the batch the planner profiles (its
+// prediction's error), and on the other batches of 0-2 (whether a plan
+// made on one batch fits others).
 //
 //   bench_recompute_modes [--config F]... [--set K=V]... [--steps N] [--warmup N] [--out FILE]
 #include <spdlog/spdlog.h>
@@ -55,6 +55,7 @@ namespace {
 
 // The absolute allocated peaks of a plan trained alone (alone_peaks).
 struct AlonePeaks {
+  int64_t planning_step = 0;  // the batch the planner profiles (Trainer::planning_step)
   int64_t planning_batch = 0, other_batches = 0;
   int64_t highest() const { return std::max(planning_batch, other_batches); }
 };
@@ -75,15 +76,18 @@ T median(std::vector<T> v) {
 }
 
 // The absolute allocated peaks of a plan trained alone (the planner's
-// budget is absolute), each after a warm-up step on batch 0: on batch 0,
-// the one the planner profiles (Trainer::planning_batch), and the highest
-// on batches 1 .. steps.
+// budget is absolute), each after a warm-up step on batch 0: on the batch
+// the planner profiles (Trainer::planning_step), and the highest on the
+// other batches of 0 .. steps.
 AlonePeaks alone_peaks(const Config& c, const RecomputePlan& plan, int steps) {
   Trainer t(c, Dataset(c, 0, 1), plan, torch::kCPU);
   AlonePeaks p;
+  p.planning_step = t.planning_step();
   t.step(0);
-  p.planning_batch = t.step(0).peak_bytes;
-  for (int k = 1; k <= steps; ++k) p.other_batches = std::max(p.other_batches, t.step(k % t.total_steps()).peak_bytes);
+  p.planning_batch = t.step(p.planning_step).peak_bytes;
+  for (int64_t k = 0; k <= steps; ++k)
+    if (k % t.total_steps() != p.planning_step)
+      p.other_batches = std::max(p.other_batches, t.step(k % t.total_steps()).peak_bytes);
   return p;
 }
 
@@ -135,7 +139,8 @@ int main(int argc, char** argv) {
   add("default (#1168)", plan_for(RecomputeConfig{}));
 
   // Budgets from none and full trained alone.
-  const int64_t none_peak = alone_peaks(base, rows.front().plan, 2).highest();
+  const AlonePeaks none_alone = alone_peaks(base, rows.front().plan, 2);
+  const int64_t none_peak = none_alone.highest();
   const int64_t full_peak = alone_peaks(base, plan_for(every_section(RecomputeMode::Full)), 2).highest();
   const RecomputePlan rules_plan = plan_for(none);
   for (const double fraction : {0.25, 0.5, 0.75}) {
@@ -181,10 +186,10 @@ int main(int argc, char** argv) {
   const double p_none = double(median(rows[0].step_peak_bytes));
   std::printf("recomputation per section: %d steps after %d warm-up, %d thread(s), batch %d, config %s\n", steps,
               warmup, threads, base.batch_size_per_gpu, sources.files.back().c_str());
-  std::printf("absolute peaks alone: none %.2f MiB, all full %.2f MiB\n", double(none_peak) / kMiB,
-              double(full_peak) / kMiB);
+  std::printf("absolute peaks alone: none %.2f MiB, all full %.2f MiB; the planner profiles step %lld's batch\n",
+              double(none_peak) / kMiB, double(full_peak) / kMiB, static_cast<long long>(none_alone.planning_step));
   std::printf("%-20s %9s %12s %8s %14s %11s %9s %9s %36s\n", "plan", "pieces", "step ms med", "data ms",
-              "step peak MiB", "activ. MiB", "time/none", "peak/none", "auto: budget/pred/batch 0/others MiB");
+              "step peak MiB", "activ. MiB", "time/none", "peak/none", "auto: budget/pred/planned/others MiB");
   json jrows = json::array();
   for (const auto& r : rows) {
     const double t = median(r.step_seconds), p = double(median(r.step_peak_bytes)),
@@ -213,6 +218,7 @@ int main(int argc, char** argv) {
       row["predicted_peak_bytes"] = r.predicted_peak_bytes;
       row["alone_peak_bytes"] = r.alone.highest();
       row["alone_peak_planning_batch_bytes"] = r.alone.planning_batch;
+      row["planning_step"] = r.alone.planning_step;
       row["alone_peak_other_batches_bytes"] = r.alone.other_batches;
       row["fits"] = r.alone.highest() <= r.budget_bytes;
     }
@@ -226,12 +232,14 @@ int main(int argc, char** argv) {
                     {"warmup", warmup},
                     {"batch_size_per_gpu", base.batch_size_per_gpu},
                     {"none_alone_peak_bytes", none_peak},
+                    {"planning_step", none_alone.planning_step},
                     {"full_alone_peak_bytes", full_peak},
                     {"method",
                      "round-robin step by step in one process, same weights, batches and dropout draws; step peak = "
                      "allocated peak during the step minus bytes held at its start (counting allocator); auto "
-                     "plans' alone peak = absolute allocated peak trained alone, on batch 0 (the one the planner profiles) "
-                     "and on batches 1-2, each after a warm-up step on batch 0; budgets from the highest of none's and "
+                     "plans' alone peak = absolute allocated peak trained alone, on the batch the planner profiles "
+                     "(planning_step) and on the other batches of 0-2, each after a warm-up step on batch 0; budgets "
+                     "from the highest of none's and "
                      "full's"},
                     {"plans", jrows}};
   const std::filesystem::path out_path(out);

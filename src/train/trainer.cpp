@@ -336,11 +336,14 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control&
   return s;
 }
 
-BuiltBatch Trainer::planning_batch() const {
-  BuiltBatch best = dataset_.batch(0);
-  for (int64_t i = 1; i < std::min(kPlanningBatches, total_steps()); ++i) {
-    BuiltBatch b = dataset_.batch(i);
-    if (token_count(b) > token_count(best)) best = std::move(b);
+int64_t Trainer::planning_step() const {
+  int64_t best = 0, most = -1;
+  for (int64_t i = 0; i < std::min(kPlanningBatches, total_steps()); ++i) {
+    const int64_t tokens = token_count(dataset_.batch(i));
+    if (tokens > most) {
+      most = tokens;
+      best = i;
+    }
   }
   return best;
 }

@@ -58,12 +58,21 @@ TEST(AutoPlan, ProfilesTheBatchWithTheMostTokensOfTheFirstEight) {
   int64_t most = 0;
   for (int64_t i = 0; i < Trainer::kPlanningBatches; ++i) most = std::max(most, token_count(t.batch(i)));
   EXPECT_GT(most, token_count(t.batch(0)));
-  const BuiltBatch chosen = t.planning_batch();
-  EXPECT_EQ(token_count(chosen), most);
   int64_t first = -1;  // the first of equals
   for (int64_t i = 0; first < 0; ++i)
     if (token_count(t.batch(i)) == most) first = i;
-  EXPECT_EQ(chosen.sample_ids, t.batch(first).sample_ids);
+  EXPECT_EQ(t.planning_step(), first);
+  EXPECT_EQ(t.planning_batch().sample_ids, t.batch(first).sample_ids);
+  // Fewer batches than eight: the most tokens of those there are.
+  Config few = c;
+  few.samples_per_mini_epoch = 3 * c.batch_size_per_gpu;
+  few.num_mini_epochs = 1;
+  Trainer small(few, Dataset(few, 0, 1), resolve_plan(few), torch::kCPU);
+  ASSERT_LT(small.total_steps(), Trainer::kPlanningBatches);
+  int64_t best = 0;
+  for (int64_t i = 1; i < small.total_steps(); ++i)
+    if (token_count(small.batch(i)) > token_count(small.batch(best))) best = i;
+  EXPECT_EQ(small.planning_step(), best);
 }
 
 TEST(AutoPlan, StaysWithinTheBudgetAndPredictsThePeakWithin10Percent) {

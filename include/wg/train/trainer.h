@@ -59,12 +59,18 @@ class Trainer {
   BuiltBatch batch(int64_t step) const { return dataset_.batch(step); }
   // What the memory planner profiles: of the first kPlanningBatches
   // batches (all, where there are fewer), the one with the most tokens
-  // (the first of equals). A step's peak grows with its tokens (at
-  // cpu_wide, eight batches of 112-161 tokens peaked at 789-916 MiB, in
-  // the tokens' order), so a plan made on it fits the batches it was
-  // chosen from; step 0's batch alone was 5-6 % under the others' peaks.
+  // (token_count: the source tokens; the first of equals), and its step.
+  // At cpu_wide a step's peak grew with its tokens (eight batches of
+  // 112-161 tokens peaked at 789-916 MiB, in the tokens' order), so a plan
+  // made on it fits the batches it was chosen from; step 0's batch alone
+  // was 5-6 % under the others' peaks. A heuristic: masking moves tokens
+  // from the source to the targets, whose rows drive the decoder's
+  // memory, so a batch with fewer tokens may still peak higher. Building
+  // the candidates counts their skipped samples once more (as step 0's
+  // always was).
   static constexpr int64_t kPlanningBatches = 8;
-  BuiltBatch planning_batch() const;
+  int64_t planning_step() const;
+  BuiltBatch planning_batch() const { return dataset_.batch(planning_step()); }
 
   // One step on the run's own batch for `step`, prepared ahead by the
   // loader (loader_num_workers); its data_seconds is the time it waited.
