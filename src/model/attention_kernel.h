@@ -2,7 +2,8 @@
 // are listed): the problems a call is cut into, and the kernel's calls,
 // under autograd and as a joint pass. The cores' entry points
 // (attention_core.cpp) check shapes, choose the kernel or the reference,
-// and form the problems; nothing else includes this header.
+// and ask for the call's problems (the builders below); nothing else
+// includes this header.
 #pragma once
 
 #include <torch/torch.h>
