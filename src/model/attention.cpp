@@ -178,9 +178,7 @@ CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& options) : o_(opt
 
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch::Tensor& x_kv, const VarlenSegments& seg,
                                           const torch::Tensor& aux, Saving saving, const torch::Tensor& kv_rows) {
-  TORCH_CHECK(!kv_rows.defined() || (kv_rows.dim() == 1 && kv_rows.scalar_type() == torch::kInt64 &&
-                                      kv_rows.device() == x_kv.device()),
-              "cross-attention: kv_rows must be a 1-d int64 tensor of rows of x_kv, on its device");
+  // kv_rows itself is checked where the core reads it (attention_core.cpp).
   TORCH_CHECK(!(kv_rows.defined() && o_.sliced_q), "cross-attention: kv_rows with sliced queries is not supported");
   const int64_t H = o_.num_heads;
   const double eps = o_.norm_eps;

@@ -524,7 +524,8 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> run_joint_gathered(const Ca
     for (Problem& pr : list)
       for (int64_t& k : pr.k_first) {
         k -= range.k_begin;  // rows of kv_range
-        TORCH_INTERNAL_ASSERT(k >= 0 && k + pr.lk <= kv_range.size(0), "gathered joint pass: a problem spans two ranges");
+        TORCH_INTERNAL_ASSERT(k >= 0 && k + pr.lk <= kv_range.size(0),
+                              "gathered joint pass: a problem spans two ranges");
       }
     run_problems(Pass::Joint, c, list, range.first, {q, kv_range}, r.qn, kn, r.out, r.lse, d_o, {d_q, d_range},
                  r.seed);

@@ -150,11 +150,12 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   const double cross_out = linear(p, inner, o.dim_embed);
   const double cross_projections =
       linear(p, o.dim_embed, inner) + 2.0 * linear(latent_tokens, o.dim_latent, inner) + cross_out;
+  const double cross_rerun = lean_core(cross_core, cross_projections,
+                                       cross_core_frees(p, 9.0 * latent_tokens, latent_tokens, double(inner)));
   for (int64_t l = 0; l < o.num_layers; ++l) {
     f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
           ada_norm(p, o.dim_embed, o.dim_coords) + cross_projections + cross_core, cross_out,
-          lean_core(cross_core, cross_projections, cross_core_frees(p, 9.0 * latent_tokens, latent_tokens, double(inner))) +
-              ada_norm_first(p, o.dim_coords));
+          cross_rerun + ada_norm_first(p, o.dim_coords));
     if (o.self_attention)
       f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
             ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core,

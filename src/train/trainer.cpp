@@ -336,14 +336,11 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control&
   return s;
 }
 
-int64_t Trainer::planning_step() const {
-  int64_t best = 0, most = -1;
-  for (int64_t i = 0; i < std::min(kPlanningBatches, total_steps()); ++i) {
-    const int64_t tokens = token_count(dataset_.batch(i));
-    if (tokens > most) {
-      most = tokens;
-      best = i;
-    }
+std::pair<int64_t, BuiltBatch> Trainer::planning_choice() const {
+  std::pair<int64_t, BuiltBatch> best{0, dataset_.batch(0)};
+  for (int64_t i = 1; i < std::min(kPlanningBatches, total_steps()); ++i) {
+    BuiltBatch b = dataset_.batch(i);
+    if (token_count(b) > token_count(best.second)) best = {i, std::move(b)};
   }
   return best;
 }

@@ -17,6 +17,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wg/config/config.h"
@@ -69,8 +70,8 @@ class Trainer {
   // the candidates counts their skipped samples once more (as step 0's
   // always was).
   static constexpr int64_t kPlanningBatches = 8;
-  int64_t planning_step() const;
-  BuiltBatch planning_batch() const { return dataset_.batch(planning_step()); }
+  int64_t planning_step() const { return planning_choice().first; }
+  BuiltBatch planning_batch() const { return planning_choice().second; }
 
   // One step on the run's own batch for `step`, prepared ahead by the
   // loader (loader_num_workers); its data_seconds is the time it waited.
@@ -136,6 +137,8 @@ class Trainer {
   torch::Tensor training_loss(const ModelBatch& batch, StepMetrics* m = nullptr);
 
  private:
+  std::pair<int64_t, BuiltBatch> planning_choice() const;  // planning_step and its batch, each batch built once
+
   Config config_;
   const DistContext* dist_;
   int rank_, world_;
