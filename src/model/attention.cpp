@@ -32,7 +32,9 @@ Prelude core_prelude(std::function<torch::Tensor(const torch::Tensor&)> fn, cons
 // cross-attention's kv) and runs the core again in backward; otherwise
 // the core runs under autograd and its output is kept (rerun_core is read
 // only with Saving::Lean). Not computed in a recomputation's second run,
-// where only a residual sum reads it (output_linear).
+// where only a residual sum reads it (output_linear); there a core with a
+// joint pass (joint_runs) does not run in forward either, but once in
+// backward, forward and backward in one pass.
 torch::Tensor project_core(const torch::nn::Linear& proj, const torch::Tensor& core_in, const Prelude& core,
                            bool rerun_core, Saving saving) {
   const std::vector<torch::Tensor> bias =
@@ -50,11 +52,14 @@ torch::Tensor project_core(const torch::nn::Linear& proj, const torch::Tensor& c
 // keep its own normed k, so they norm again.
 bool lean_qk_norm(Saving saving, bool single_rerun) { return saving == Saving::Lean && !single_rerun; }
 
-// Whether a core that runs again in a lean backward runs as one joint
-// pass (attention_core.h): on the CPU kernel, in the layouts it takes
-// (`layout`: not block-local, whose dropout follows the core).
-bool joint_runs(bool rerun_core, const torch::Tensor& x, bool layout) {
-  return rerun_core && layout && attention_kernel_runs_on(x);
+// Whether the core runs as one joint pass with its backward
+// (attention_core.h): where it runs again in a lean backward (rerun_core),
+// and in a recomputation's second run (Saving::Rerun), whose output
+// projection is not computed (output_linear), so that nothing reads the
+// core's output before its backward; on the CPU kernel, in the layouts it
+// takes (`layout`: not block-local, whose dropout follows the core).
+bool joint_runs(bool rerun_core, Saving saving, const torch::Tensor& x, bool layout) {
+  return (rerun_core || saving == Saving::Rerun) && layout && attention_kernel_runs_on(x);
 }
 
 // Σ lq·lk over the segments: the core's FLOPs are 4 · this · H·dh.
@@ -122,7 +127,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
         return dropout > 0 ? wg::dropout(o, dropout, true) : o;  // block-local: dropout after the core
       },
       {}, dropout > 0);
-  if (joint_runs(rerun_core, x, block == 0))
+  if (joint_runs(rerun_core, saving, x, block == 0))
     core.joint = [H, dropout, norm](const torch::Tensor& qkv, const torch::Tensor& dh) {
       const CoreJoint r = dense_attention_joint(Projections::self(qkv, H), dropout, norm, dh);
       return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q}};
@@ -144,7 +149,7 @@ torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const Va
         return varlen_attention(Projections::self(qkv, H), *segments, dropout, dropout > 0, norm).flatten(-2, -1);
       },
       {}, dropout > 0);
-  if (joint_runs(rerun_core, x, true))
+  if (joint_runs(rerun_core, saving, x, true))
     core.joint = [H, segments, dropout, norm](const torch::Tensor& qkv, const torch::Tensor& dh) {
       const CoreJoint r = varlen_attention_joint(Projections::self(qkv, H), *segments, dropout, norm, dh);
       return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q}};
@@ -221,7 +226,7 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
     out = project_core(proj_out, torch::stack(queries, 1), core, rerun_core, saving);  // [R, slices, d]
   } else {
     Prelude core = core_prelude([attend, kv](const torch::Tensor& q) { return attend(q, kv); }, kv, dropout > 0);
-    if (joint_runs(rerun_core, x_q, true))
+    if (joint_runs(rerun_core, saving, x_q, true))
       core.joint = [H, segments, dropout, qk_norm, kv, kv_rows](const torch::Tensor& q, const torch::Tensor& dh) {
         const CoreJoint r =
             varlen_attention_joint(Projections::cross(q, kv, H, kv_rows), *segments, dropout, qk_norm, dh);

@@ -49,6 +49,9 @@ void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.al
 // attention_core.h), else the whole core (block-local attention and the
 // adapter's query slots, run again under autograd). Off the CPU kernel
 // the joint pass does not run: there the count is half the core under.
+// The same joint pass runs a recomputed piece's core (`joint_core` of
+// PieceFlops: its rerun leaves the core's forward out); off the CPU
+// kernel that count too is half the core under.
 double lean_core(double core, double projections, double freed, bool joint = true) {
   if (!lean_reruns_core(core, projections, freed)) return 0.0;
   return joint ? 0.5 * core : core;
@@ -74,7 +77,7 @@ void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
     const double core = n * attention_core(o.num_channels, o.num_channels, o.dim_embed);
     const double projections = self_projections(rows, o.dim_embed);
     f.add(key(PieceKind::Attention, i), projections + core, linear(rows, o.dim_embed, o.dim_embed),
-          lean_core(core, projections, rows * double(o.dim_embed)));
+          lean_core(core, projections, rows * double(o.dim_embed)), core);
     add(f, key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
   }
   const EmbedReadout r = embed_readout(o);
@@ -92,7 +95,7 @@ void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s) {
   const double m = double(s.num_tokens);
   for (int64_t i = 0; i < o.num_blocks; ++i) {
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention), self_projections(m, o.dim) + core,
-          linear(m, o.dim, o.dim), lean_core(core, self_projections(m, o.dim), m * double(o.dim)));
+          linear(m, o.dim, o.dim), lean_core(core, self_projections(m, o.dim), m * double(o.dim)), core);
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp), mlp(m, o.dim, o.dim, o.mlp_hidden_factor, 0, 0));
   }
 }
@@ -125,10 +128,12 @@ void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<d
   for (int64_t i = 0; i < o.num_blocks; ++i) {
     double core = 0;
     for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, attention_block(o, i), o.dim);
+    const bool joint = attention_block(o, i) == 0;  // block-local attention runs under autograd
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
           ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core, linear(rows, o.dim, o.dim),
-          lean_core(core, self_projections(rows, o.dim), rows * double(o.dim), /*joint=*/attention_block(o, i) == 0) +
-              ada_norm_first(aux_rows, o.dim_aux));
+          lean_core(core, self_projections(rows, o.dim), rows * double(o.dim), joint) +
+              ada_norm_first(aux_rows, o.dim_aux),
+          joint ? core : 0.0);
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
         mlp(rows, o.dim, o.dim, o.mlp_hidden_factor, o.dim_aux, aux_rows));
   }
@@ -155,13 +160,14 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   for (int64_t l = 0; l < o.num_layers; ++l) {
     f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
           ada_norm(p, o.dim_embed, o.dim_coords) + cross_projections + cross_core, cross_out,
-          cross_rerun + ada_norm_first(p, o.dim_coords));
+          cross_rerun + ada_norm_first(p, o.dim_coords), cross_core);
     if (o.self_attention)
       f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
             ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core,
             linear(p, o.dim_embed, o.dim_embed),
             lean_core(self_core, self_projections(p, o.dim_embed), p * double(o.dim_embed)) +
-                ada_norm_first(p, o.dim_coords));
+                ada_norm_first(p, o.dim_coords),
+            self_core);
     add(f, PieceKey::in_block("pred", o.stream, int(l), PieceKind::Mlp),
         mlp(p, o.dim_embed, o.dim_embed, o.mlp_hidden_factor, o.mlp_adaln ? o.dim_coords : 0, p));
   }
@@ -178,15 +184,16 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
 
 }  // namespace
 
-void ModelFlops::add(const PieceKey& key, double flops, double last_product, double lean_rerun) {
+void ModelFlops::add(const PieceKey& key, double flops, double last_product, double lean_rerun, double joint_core) {
   for (PieceFlops& p : pieces)
     if (p.key == key) {
       p.forward += flops;
       p.last_product += last_product;
       p.lean_rerun += lean_rerun;
+      p.joint_core += joint_core;
       return;
     }
-  pieces.push_back({key, flops, last_product, lean_rerun});
+  pieces.push_back({key, flops, last_product, lean_rerun, joint_core});
 }
 
 double ModelFlops::forward() const {

@@ -20,7 +20,11 @@
 //   held at once;
 // - unread (output_linear under Saving::Rerun): forward computes no
 //   product and returns zeros of its shape; backward, which never reads
-//   the output, is the same.
+//   the output, is the same. With a joint pre (the attention core) it is
+//   lean as well, and its forward does not run pre either: the joint pass
+//   in backward gives h, so a recomputed attention piece runs its core
+//   once, as forward and backward in one pass, instead of a forward and
+//   then a backward that computes the scores again.
 #include "wg/model/lean_ops.h"
 
 #include "wg/model/dropout.h"
@@ -140,10 +144,10 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     const size_t w0 = 1 + l.num_pre, b0 = w0 + l.num_weights;
     const std::vector<torch::Tensor> weights(inputs.begin() + long(w0), inputs.begin() + long(b0));
     const std::vector<torch::Tensor> biases(inputs.begin() + long(b0), inputs.end());
-    torch::Tensor h = x;
+    torch::Tensor h = x;  // unread: only h's leading dimensions are read, which pre keeps
     if (l.lean && l.pre.fn) {
       if (l.pre.draws_random) layout->first_run.push_back(GeneratorStates::capture(x.device()));
-      h = l.pre.fn(x);
+      if (!l.unread) h = l.pre.fn(x);
     }
     const torch::Tensor y = l.unread ? unread_output(h, weights) : product(l, h, weights, biases);
     variable_list keep{x};
@@ -336,9 +340,11 @@ torch::Tensor linear_with_prelude(const char* what, bool grouped, const torch::T
   TORCH_CHECK(!grouped || (x.dim() >= 2 && x.size(-2) == int64_t(weights.size())), what, ": ", weights.size(),
               " weights for an input of shape ", x.sizes(), " (groups on the second-to-last axis)");
   auto layout = c10::make_intrusive<Layout>();
-  layout->lean = saving == Saving::Lean && bool(pre.fn);
   layout->grouped = grouped;
   layout->unread = !output_read && saving == Saving::Rerun;
+  // Lean as Saving::Lean says; and an unread product whose pre runs jointly
+  // with its backward: nothing reads pre's output before that backward.
+  layout->lean = bool(pre.fn) && (saving == Saving::Lean || (layout->unread && bool(pre.joint) && !grouped));
   layout->num_weights = weights.size();
   layout->num_biases = biases.size();
   for (const torch::Tensor& w : weights) layout->rows.push_back(w.size(0));

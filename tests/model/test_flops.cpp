@@ -139,14 +139,24 @@ TEST(Flops, HandCountOfASmallModel) {
   for (const PieceFlops& p : f.pieces) keys.push_back(p.key);
   RecomputePlan plan(keys);
   EXPECT_EQ(f.step(plan), 3 * 48744.0);
+  // The attention cores a recomputation runs as one joint pass with their
+  // backward (half a core less than a forward and a backward): every core
+  // but the adapter's query slots' (and block-local ones', none here).
+  EXPECT_EQ(piece("embed.S/block0.attn").joint_core, 3 * 4 * 3 * 3 * 4);
+  EXPECT_EQ(piece("ae_local/block0.attn").joint_core, 4 * (2 * 2 + 1 * 1) * 8);
+  EXPECT_EQ(piece("ae_adapter/block0.cross").joint_core, 0.0);
+  EXPECT_EQ(piece("ae_global/block0.attn").joint_core, 4 * 4 * 4 * 16);  // 1024
+  EXPECT_EQ(piece("pred.S/block0.cross").joint_core, 4 * (1 + 2) * 9 * 4);
+  EXPECT_EQ(piece("pred.S/block0.attn").joint_core, 4 * (1 + 4) * 4);
+  EXPECT_EQ(piece("pred.S/block0.mlp").joint_core, 0.0);
   plan.set(*PieceKey::parse("ae_global/block0.attn"), true);
   plan.set(*PieceKey::parse("ae_global/block0.mlp"), true);
-  EXPECT_EQ(f.step(plan), 3 * 48744.0 + 17408 - 2048 - 4096);
+  EXPECT_EQ(f.step(plan), 3 * 48744.0 + 17408 - 2048 - 4096 - 1024 / 2);
   // Lean pieces: what they run again once more.
   plan.set_mode(*PieceKey::parse("pred.S/block0.cross"), PieceMode::Lean);
   plan.set_mode(*PieceKey::parse("pred.S/block0.mlp"), PieceMode::Lean);
   plan.set_mode(*PieceKey::parse("ae_local/block0.attn"), PieceMode::Lean);
-  EXPECT_EQ(f.step(plan), 3 * 48744.0 + 17408 - 2048 - 4096 + 2 * (2 * 3 * 6 * 24));
+  EXPECT_EQ(f.step(plan), 3 * 48744.0 + 17408 - 2048 - 4096 - 1024 / 2 + 2 * (2 * 3 * 6 * 24));
 }
 
 // The matrix products LibTorch's profiler counted in what ran under `profile`.
@@ -199,7 +209,9 @@ TEST(Flops, EqualTheProfilersCountOfARealForward) {
 
 // What a recomputation runs again, as the profiler counts the products of
 // a training step with every piece recomputed against one with none: the
-// pieces' forwards without their last products, as the count says; and
+// pieces' forwards without their last products and without half of each
+// core the kernel runs as one joint pass with its backward, as the count
+// says; and
 // with every piece lean: what lean runs again (at this size the
 // AdaLayerNorms' first products; no core is big enough, saving.h).
 TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
@@ -236,7 +248,10 @@ TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
   const ModelFlops counted = model_flops(options, flop_shape(batch));
   double last_products = 0;
   for (const PieceFlops& p : counted.pieces) last_products += p.last_product;
+  double joint_cores = 0;
+  for (const PieceFlops& p : counted.pieces) joint_cores += p.joint_core;
   EXPECT_GT(last_products, 0.05 * counted.forward());  // far above the tolerance below: a rerun with them fails
+  EXPECT_GT(0.5 * joint_cores, 1e-2 * counted.recomputed(plan));  // so does a rerun that runs every core's forward
   EXPECT_NEAR(all_again - nothing_again, counted.recomputed(plan), 1e-4 * counted.recomputed(plan));
   EXPECT_GT(lean.pieces_lean(), 0);
   EXPECT_GT(counted.recomputed(lean), 0.01 * counted.forward());  // far above the tolerance below

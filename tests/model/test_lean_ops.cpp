@@ -2,8 +2,8 @@
 // kernel, the attention and MLP layers): bit-identical outputs and
 // gradients to Saving::All, with and without dropout; fused_linear and
 // grouped_linear equal to separate plain products; output_linear under
-// Saving::Rerun (gradients without its product); and what a lean layer
-// keeps after its forward.
+// Saving::Rerun (gradients without its product, and a recomputed attention
+// core run once, in backward); and what a lean layer keeps after its forward.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -11,12 +11,14 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "wg/model/attention.h"
 #include "wg/model/attention_core.h"
 #include "wg/model/lean_ops.h"
 #include "wg/model/mlp.h"
+#include "wg/model/recompute.h"
 #include "wg/util/memory.h"
 
 namespace wg {
@@ -336,6 +338,103 @@ TEST(LeanOps, CoresRunAgainAreBitIdenticalLeanAndAll) {
       runs.push_back(output_and_grads(y, wrt, torch::ones_like(y) + y.detach()));
     }
     expect_bit_identical(runs[0], runs[1]);
+  }
+}
+
+// Under Saving::Rerun (a recomputation's second run) output_linear with a
+// joint prelude runs neither its product nor its prelude in forward; the
+// prelude runs once, jointly, in backward, with its random draws as at the
+// first run, and the gradients are Saving::Lean's, bit for bit.
+TEST(LeanOps, OutputLinearRunsAJointPreludeOnlyInBackwardInARerun) {
+  Leaves l = leaves(torch::kFloat32);
+  int fn_runs = 0, joint_runs = 0;
+  Prelude pre;  // dropout(tanh(x)), its mask from the CPU generator
+  pre.fn = [&](const torch::Tensor& t) {
+    ++fn_runs;
+    return torch::dropout(torch::tanh(t), 0.5, true);
+  };
+  pre.draws_random = true;
+  pre.joint = [&](const torch::Tensor& t, const torch::Tensor& dh) {
+    ++joint_runs;
+    const torch::Tensor h = torch::tanh(t), keep = torch::dropout(torch::ones_like(t), 0.5, true);
+    return Prelude::JointRun{h * keep, {dh * keep * (1 - h * h)}};
+  };
+  const torch::Tensor seed = torch::randn({3, 7, 8}), residual = torch::randn({3, 7, 8}).requires_grad_(true);
+  const std::vector<torch::Tensor> wrt{l.x, l.w1, l.b1, residual};
+  std::vector<std::vector<torch::Tensor>> grads;
+  for (const Saving saving : {Saving::Lean, Saving::Rerun}) {
+    SCOPED_TRACE(int(saving));
+    for (const torch::Tensor& t : wrt) t.mutable_grad() = torch::Tensor();
+    fn_runs = joint_runs = 0;
+    torch::manual_seed(42);
+    const torch::Tensor y = output_linear(l.x, pre, {l.w1}, {l.b1}, saving);
+    EXPECT_EQ(fn_runs, saving == Saving::Lean ? 1 : 0);
+    torch::manual_seed(7);  // backward must draw as the first run did, whatever the generator's state now
+    std::vector<torch::Tensor> r = output_and_grads(y + residual, wrt, seed);
+    EXPECT_EQ(joint_runs, 1);
+    EXPECT_EQ(fn_runs, saving == Saving::Lean ? 1 : 0);
+    if (saving == Saving::Rerun) EXPECT_TRUE(torch::equal(y.detach(), torch::zeros({3, 7, 8})));
+    r.erase(r.begin());  // the outputs differ by design
+    grads.push_back(r);
+  }
+  expect_bit_identical(grads[0], grads[1]);
+  EXPECT_GT(grads[1][0].abs().sum().item<double>(), 0.0);  // gradients reached x
+}
+
+// A recomputed attention layer (PieceMode::Recompute: Saving::All in
+// forward, Saving::Rerun in backward) whose core the CPU kernel runs as a
+// joint pass: the rerun leaves the core out of its forward and runs it
+// once in backward. With dropout and the q/k norm, and at a size where a
+// lean layer keeps its core's output (no lean_reruns_core), the gradients
+// are those of a layer kept whole, bit for bit: dense and varlen
+// self-attention, cross-attention, and keys gathered from a latent.
+TEST(LeanOps, RecomputedCoresRunOnceInBackwardBitIdentical) {
+  torch::manual_seed(16);
+  const int64_t d = 32, rows = 96;
+  AttentionOptions ao;
+  ao.dim = d;
+  ao.num_heads = 4;
+  ao.dropout = 0.2;
+  SelfAttention self_attn(ao);
+  ao.dim_kv = 24;
+  CrossAttention cross_attn(ao);
+  const std::vector<int64_t> lens = {5, 0, 17, 1, 33, 40};  // 96 rows, one cell empty, one of a single token
+  const VarlenSegments cells = VarlenSegments::from_lengths(lens, lens, torch::kCPU);
+  const VarlenSegments neighbours = VarlenSegments::from_lengths(lens, {3, 4, 0, 2, 7, 1}, torch::kCPU);
+  const VarlenSegments gathered = VarlenSegments::from_lengths(lens, {9, 9, 9, 9, 9, 9}, torch::kCPU);
+  const torch::Tensor x = torch::randn({rows, d}).requires_grad_(true),
+                      xd = torch::randn({6, 16, d}).requires_grad_(true),
+                      kv = torch::randn({17, 24}).requires_grad_(true),
+                      tokens = torch::randn({11, 24}).requires_grad_(true),
+                      kv_rows = torch::randint(11, {54}, torch::kInt64);
+  using Layer = std::function<torch::Tensor(const torch::Tensor&, Saving)>;  // from its query input
+  const std::vector<std::tuple<const char*, torch::Tensor, Layer>> cases = {
+      {"dense", xd, [&](const torch::Tensor& t, Saving s) { return self_attn->forward(t, {}, s); }},
+      {"varlen", x, [&](const torch::Tensor& t, Saving s) { return self_attn->forward_varlen(t, cells, {}, s); }},
+      {"cross", x, [&](const torch::Tensor& t, Saving s) { return cross_attn->forward(t, kv, neighbours, {}, s); }},
+      {"cross, keys gathered", x,
+       [&](const torch::Tensor& t, Saving s) { return cross_attn->forward(t, tokens, gathered, {}, s, kv_rows); }},
+  };
+  for (const auto& [name, input, layer] : cases) {
+    SCOPED_TRACE(name);
+    std::vector<torch::Tensor> params{kv, tokens};
+    for (const auto& p : self_attn->parameters()) params.push_back(p);
+    for (const auto& p : cross_attn->parameters()) params.push_back(p);
+    std::vector<torch::Tensor> wrt{input};
+    wrt.insert(wrt.end(), params.begin(), params.end());
+    std::vector<std::vector<torch::Tensor>> runs;
+    for (const bool recompute : {false, true}) {
+      for (auto& t : wrt) t.mutable_grad() = torch::Tensor();
+      torch::manual_seed(3);
+      const Layer& f = layer;
+      const torch::Tensor y =
+          recompute ? recomputed([&](const torch::Tensor& t) { return f(t, Saving::All); }, input, params,
+                                 [&](const torch::Tensor& t) { return f(t, Saving::Rerun); })
+                    : f(input, Saving::All);
+      runs.push_back(output_and_grads(y, wrt, torch::ones_like(y) + y.detach()));
+    }
+    expect_bit_identical(runs[0], runs[1]);
+    EXPECT_GT(runs[1][1].abs().sum().item<double>(), 0.0);  // the input got gradients
   }
 }
 

@@ -8,7 +8,9 @@
 //   step = forward · 3 (backward: the gradients of input and weight, twice
 //          the forward's products) + the forward of every recomputed piece
 //          but its last product (attention's output projection, the MLP's
-//          second layer), which a recomputation leaves out (saving.h),
+//          second layer), which a recomputation leaves out (saving.h), and
+//          but half of each attention core the CPU kernel runs there as one
+//          joint pass with its backward (the scores computed once),
 //          + what every lean piece runs again in backward (saving.h): its
 //          attention cores where they are cheap (lean_reruns_core) and its
 //          AdaLayerNorms' first products
@@ -45,14 +47,18 @@ struct PieceFlops {
   double forward = 0;       // the piece's forward, summed over its calls
   double last_product = 0;  // of which its last product, which a recomputation does not run again
   double lean_rerun = 0;    // of which what a lean run (Saving::Lean) runs again: cheap attention cores, AdaLayerNorms' first products
-  double rerun() const { return forward - last_product; }
+  // of which attention cores that a recomputation's rerun runs as one joint
+  // pass with their backward (Saving::Rerun): not their forward, only their
+  // output product (half a core) more than a backward alone
+  double joint_core = 0;
+  double rerun() const { return forward - last_product - 0.5 * joint_core; }
 };
 
 struct ModelFlops {
   std::vector<PieceFlops> pieces;
   double outside_pieces = 0;  // forward FLOPs no plan covers (embed centroids)
 
-  void add(const PieceKey& key, double flops, double last_product = 0, double lean_rerun = 0);
+  void add(const PieceKey& key, double flops, double last_product = 0, double lean_rerun = 0, double joint_core = 0);
   double forward() const;
   // What the plan's recomputed pieces and its lean pieces run again.
   double recomputed(const RecomputePlan& plan) const;

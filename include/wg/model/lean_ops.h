@@ -75,7 +75,12 @@ torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std
 // not computed and its output is zeros, with the gradients of x, pre's
 // tensors, the weights and biases as fused_linear's. Only where nothing
 // but a residual sum, or the piece's output itself, reads the output: a
-// recomputation's backward then needs none of its values.
+// recomputation's backward then needs none of its values. Under
+// Saving::Rerun a pre with a joint run (the attention core) does not run
+// in forward either: backward runs it as with Saving::Lean, forward and
+// backward in one pass. Nothing after it in the piece may draw random
+// numbers (pre's draws are made in backward, from the states it would
+// have drawn them from).
 torch::Tensor output_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                             const std::vector<torch::Tensor>& biases, Saving saving);
 

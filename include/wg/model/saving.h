@@ -12,9 +12,12 @@
 //   Rerun a recomputed piece's second run, in backward (PieceMode::Recompute):
 //         keeps as All, but its last product (output_linear, lean_ops.h),
 //         whose output nothing in the piece's backward reads, is not
-//         computed: its gradients need only its input and weights. The
-//         gradients stay bit-identical to All; only the piece's output
-//         (of this run, which backward throws away) is not its value.
+//         computed: its gradients need only its input and weights; and
+//         an attention core before it that the CPU kernel can run as one
+//         joint pass runs only in backward, forward and backward in one
+//         pass (its scores computed once). The gradients stay
+//         bit-identical to All; only the piece's output (of this run,
+//         which backward throws away) is not its value.
 #pragma once
 
 namespace wg {
