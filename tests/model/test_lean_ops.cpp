@@ -291,6 +291,27 @@ TEST(LeanOps, AdaNormLayersAreBitIdenticalLeanAndAll) {
   EXPECT_GT(runs[0][2].abs().sum().item<double>(), 0.0);  // gradients reached aux
 }
 
+// A self- and a cross-attention layer of width d, 4 heads (the cross
+// one's keys and values dim_kv wide), and both's parameters.
+struct AttentionPair {
+  SelfAttention self_attn{nullptr};
+  CrossAttention cross_attn{nullptr};
+  AttentionPair(int64_t d, int64_t dim_kv, double dropout) {
+    AttentionOptions ao;
+    ao.dim = d;
+    ao.num_heads = 4;
+    ao.dropout = dropout;
+    self_attn = SelfAttention(ao);
+    ao.dim_kv = dim_kv;
+    cross_attn = CrossAttention(ao);
+  }
+  std::vector<torch::Tensor> params() const {
+    std::vector<torch::Tensor> p = self_attn->parameters(), c = cross_attn->parameters();
+    p.insert(p.end(), c.begin(), c.end());
+    return p;
+  }
+};
+
 // Layers whose core runs again in a lean backward (output of 2^18
 // elements and more, few keys a query: lean_reruns_core), as the joint
 // pass on the CPU kernel: dense and varlen self-attention and cross-
@@ -299,13 +320,9 @@ TEST(LeanOps, AdaNormLayersAreBitIdenticalLeanAndAll) {
 TEST(LeanOps, CoresRunAgainAreBitIdenticalLeanAndAll) {
   torch::manual_seed(14);
   const int64_t d = 64, rows = 4096;
-  AttentionOptions ao;
-  ao.dim = d;
-  ao.num_heads = 4;
-  ao.dropout = 0.1;
-  SelfAttention self_attn(ao);
-  ao.dim_kv = 32;
-  CrossAttention cross_attn(ao);
+  AttentionPair layers(d, 32, 0.1);
+  SelfAttention self_attn = layers.self_attn;
+  CrossAttention cross_attn = layers.cross_attn;
   const VarlenSegments cells = VarlenSegments::from_lengths(std::vector<int64_t>(rows / 8, 8),
                                                             std::vector<int64_t>(rows / 8, 8), torch::kCPU);
   const VarlenSegments neighbours = VarlenSegments::from_lengths(std::vector<int64_t>(rows / 8, 8),
@@ -328,8 +345,7 @@ TEST(LeanOps, CoresRunAgainAreBitIdenticalLeanAndAll) {
   for (const auto& [name, forward] : cases) {
     SCOPED_TRACE(name);
     std::vector<torch::Tensor> wrt{x, xd, kv, tokens};
-    for (const auto& p : self_attn->parameters()) wrt.push_back(p);
-    for (const auto& p : cross_attn->parameters()) wrt.push_back(p);
+    for (const auto& p : layers.params()) wrt.push_back(p);
     std::vector<std::vector<torch::Tensor>> runs;
     for (const Saving s : {Saving::All, Saving::Lean}) {
       for (auto& t : wrt) t.mutable_grad() = torch::Tensor();
@@ -391,13 +407,9 @@ TEST(LeanOps, OutputLinearRunsAJointPreludeOnlyInBackwardInARerun) {
 TEST(LeanOps, RecomputedCoresRunOnceInBackwardBitIdentical) {
   torch::manual_seed(16);
   const int64_t d = 32, rows = 96;
-  AttentionOptions ao;
-  ao.dim = d;
-  ao.num_heads = 4;
-  ao.dropout = 0.2;
-  SelfAttention self_attn(ao);
-  ao.dim_kv = 24;
-  CrossAttention cross_attn(ao);
+  AttentionPair layers(d, 24, 0.2);
+  SelfAttention self_attn = layers.self_attn;
+  CrossAttention cross_attn = layers.cross_attn;
   const std::vector<int64_t> lens = {5, 0, 17, 1, 33, 40};  // 96 rows, one cell empty, one of a single token
   const VarlenSegments cells = VarlenSegments::from_lengths(lens, lens, torch::kCPU);
   const VarlenSegments neighbours = VarlenSegments::from_lengths(lens, {3, 4, 0, 2, 7, 1}, torch::kCPU);
@@ -418,8 +430,7 @@ TEST(LeanOps, RecomputedCoresRunOnceInBackwardBitIdentical) {
   for (const auto& [name, input, layer] : cases) {
     SCOPED_TRACE(name);
     std::vector<torch::Tensor> params{kv, tokens};
-    for (const auto& p : self_attn->parameters()) params.push_back(p);
-    for (const auto& p : cross_attn->parameters()) params.push_back(p);
+    for (const auto& p : layers.params()) params.push_back(p);
     std::vector<torch::Tensor> wrt{input};
     wrt.insert(wrt.end(), params.begin(), params.end());
     std::vector<std::vector<torch::Tensor>> runs;
