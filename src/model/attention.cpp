@@ -15,7 +15,7 @@ namespace {
 // output to the core's output [..., H·dh]; kv, cross-attention's keys and
 // values, is a tensor it reads that needs a gradient. No rerun of its own:
 // a lean backward runs fn again under autograd (the kernel's forward, then
-// its backward).
+// its backward), unless the layer gives it a joint run (joint_runs).
 Prelude core_prelude(std::function<torch::Tensor(const torch::Tensor&)> fn, const torch::Tensor& kv,
                      bool draws_random) {
   Prelude core;
@@ -56,10 +56,13 @@ bool lean_qk_norm(Saving saving, bool single_rerun) { return saving == Saving::L
 // (attention_core.h): where it runs again in a lean backward (rerun_core),
 // and in a recomputation's second run (Saving::Rerun), whose output
 // projection is not computed (output_linear), so that nothing reads the
-// core's output before its backward; on the CPU kernel, in the layouts it
-// takes (`layout`: not block-local, whose dropout follows the core).
-bool joint_runs(bool rerun_core, Saving saving, const torch::Tensor& x, bool layout) {
-  return (rerun_core || saving == Saving::Rerun) && layout && attention_kernel_runs_on(x);
+// core's output before its backward; where the CPU kernel takes its
+// input (core_in: q, or q, k and v, as the projections gave them; under
+// autocast in a lower precision, which the kernel does not take), in the
+// layouts it takes (`layout`: not block-local, whose dropout follows the
+// core). The FLOP count follows this rule (flops.cpp's joint).
+bool joint_runs(bool rerun_core, Saving saving, const torch::Tensor& core_in, bool layout) {
+  return (rerun_core || saving == Saving::Rerun) && layout && attention_kernel_runs_on(core_in);
 }
 
 // Σ lq·lk over the segments: the core's FLOPs are 4 · this · H·dh.
@@ -127,12 +130,13 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
         return dropout > 0 ? wg::dropout(o, dropout, true) : o;  // block-local: dropout after the core
       },
       {}, dropout > 0);
-  if (joint_runs(rerun_core, saving, x, block == 0))
+  const torch::Tensor core_in = qkv(x, aux, saving).q;
+  if (joint_runs(rerun_core, saving, core_in, block == 0))
     core.joint = [H, dropout, norm](const torch::Tensor& qkv, const torch::Tensor& dh) {
       const CoreJoint r = dense_attention_joint(Projections::self(qkv, H), dropout, norm, dh);
       return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q}};
     };
-  const torch::Tensor out = project_core(proj_out, qkv(x, aux, saving).q, core, rerun_core, saving);
+  const torch::Tensor out = project_core(proj_out, core_in, core, rerun_core, saving);
   return o_.with_residual ? out + x : out;
 }
 
@@ -149,12 +153,13 @@ torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const Va
         return varlen_attention(Projections::self(qkv, H), *segments, dropout, dropout > 0, norm).flatten(-2, -1);
       },
       {}, dropout > 0);
-  if (joint_runs(rerun_core, saving, x, true))
+  const torch::Tensor core_in = qkv(x, aux, saving).q;
+  if (joint_runs(rerun_core, saving, core_in, true))
     core.joint = [H, segments, dropout, norm](const torch::Tensor& qkv, const torch::Tensor& dh) {
       const CoreJoint r = varlen_attention_joint(Projections::self(qkv, H), *segments, dropout, norm, dh);
       return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q}};
     };
-  const torch::Tensor out = project_core(proj_out, qkv(x, aux, saving).q, core, rerun_core, saving);
+  const torch::Tensor out = project_core(proj_out, core_in, core, rerun_core, saving);
   return o_.with_residual ? out + x : out;
 }
 
@@ -226,13 +231,14 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
     out = project_core(proj_out, torch::stack(queries, 1), core, rerun_core, saving);  // [R, slices, d]
   } else {
     Prelude core = core_prelude([attend, kv](const torch::Tensor& q) { return attend(q, kv); }, kv, dropout > 0);
-    if (joint_runs(rerun_core, saving, x_q, true))
+    const torch::Tensor q = fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving);
+    if (joint_runs(rerun_core, saving, q, true))
       core.joint = [H, segments, dropout, qk_norm, kv, kv_rows](const torch::Tensor& q, const torch::Tensor& dh) {
         const CoreJoint r =
             varlen_attention_joint(Projections::cross(q, kv, H, kv_rows), *segments, dropout, qk_norm, dh);
         return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q, r.d_kv}};
       };
-    out = project_core(proj_out, fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving), core, rerun_core, saving);
+    out = project_core(proj_out, q, core, rerun_core, saving);
   }
   return o_.with_residual ? x_q + out : out;
 }

@@ -40,21 +40,23 @@ Counted mlp(double rows, int64_t dim_in, int64_t dim_out, double hidden_factor, 
 
 void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.all, c.last, c.lean); }
 
+// Whether a core runs as the CPU kernel's joint pass where it runs again
+// (attention.cpp's joint_runs): on the CPU kernel, in the layouts it takes
+// (`layout`: dense, varlen and one-slot cross-attention; not block-local
+// attention or the adapter's query slots, run again under autograd).
+bool joint(CoreKernel kernel, bool layout = true) { return kernel == CoreKernel::Cpu && layout; }
+
 // What a lean attention piece runs again of its core: nothing where the
 // layer keeps the core's output (lean_reruns_core, saving.h: the core's
 // FLOPs, the four projections', the elements a rerun frees); where it
-// runs the core again, its output product (half the core) when the CPU
-// kernel's joint pass runs it (`joint`: dense, varlen and one-slot cross-
-// attention; the scores are computed once for forward and backward,
-// attention_core.h), else the whole core (block-local attention and the
-// adapter's query slots, run again under autograd). Off the CPU kernel
-// the joint pass does not run: there the count is half the core under.
-// The same joint pass runs a recomputed piece's core (`joint_core` of
-// PieceFlops: its rerun leaves the core's forward out); off the CPU
-// kernel that count too is half the core under.
-double lean_core(double core, double projections, double freed, bool joint = true) {
+// runs the core again, its output product (half the core) when the joint
+// pass runs it (the scores are computed once for forward and backward,
+// attention_core.h), else the whole core. The same joint pass runs a
+// recomputed piece's core (`joint_core` of PieceFlops: its rerun leaves
+// the core's forward out).
+double lean_core(double core, double projections, double freed, bool joint_pass) {
   if (!lean_reruns_core(core, projections, freed)) return 0.0;
-  return joint ? 0.5 * core : core;
+  return joint_pass ? 0.5 * core : core;
 }
 
 // q, k, v and out projections of a self-attention of width `dim` on `rows` tokens.
@@ -69,7 +71,7 @@ double sequence_core(double batch, int64_t length, int64_t block, int64_t dim) {
                   attention_core(double(rest), double(rest), dim));
 }
 
-void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
+void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens, CoreKernel kernel) {
   const double n = double(tokens), rows = n * o.num_channels;
   const auto key = [&](PieceKind kind, int block = -1) { return PieceKey{"embed", o.stream, block, kind}; };
   f.add(key(PieceKind::Input), linear(rows, o.token_size, o.dim_embed));
@@ -77,7 +79,7 @@ void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
     const double core = n * attention_core(o.num_channels, o.num_channels, o.dim_embed);
     const double projections = self_projections(rows, o.dim_embed);
     f.add(key(PieceKind::Attention, i), projections + core, linear(rows, o.dim_embed, o.dim_embed),
-          lean_core(core, projections, rows * double(o.dim_embed)), core);
+          lean_core(core, projections, rows * double(o.dim_embed), joint(kernel)), joint(kernel) ? core : 0.0);
     add(f, key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
   }
   const EmbedReadout r = embed_readout(o);
@@ -89,13 +91,14 @@ void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens) {
   if (o.embed_size_centroids > 0) f.outside_pieces += linear(n, kCentroidWidth, r.centroid_width);
 }
 
-void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s) {
+void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s, CoreKernel kernel) {
   double core = 0;
   for (const int64_t l : s.source_cell_lens) core += attention_core(double(l), double(l), o.dim);
   const double m = double(s.num_tokens);
   for (int64_t i = 0; i < o.num_blocks; ++i) {
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention), self_projections(m, o.dim) + core,
-          linear(m, o.dim, o.dim), lean_core(core, self_projections(m, o.dim), m * double(o.dim)), core);
+          linear(m, o.dim, o.dim), lean_core(core, self_projections(m, o.dim), m * double(o.dim), joint(kernel)),
+          joint(kernel) ? core : 0.0);
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp), mlp(m, o.dim, o.dim, o.mlp_hidden_factor, 0, 0));
   }
 }
@@ -114,7 +117,8 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
   const double projections = linear(queries, o.dim_q, inner)                        // one projection per slot
                              + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner) // keys, values of every token
                              + out;
-  const double cross = projections + core, lean = lean_core(core, projections, queries * double(inner), /*joint=*/false);
+  const double cross = projections + core,
+               lean = lean_core(core, projections, queries * double(inner), /*joint_pass=*/false);  // query slots
   f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out, lean);
   add(f, PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
   f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out, lean);
@@ -122,25 +126,25 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
 
 // An engine over `batch` sequences of `length` tokens, its norms' aux on aux_rows rows.
 void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<double, int64_t>>& sequences,
-            double aux_rows) {
+            double aux_rows, CoreKernel kernel) {
   double rows = 0;
   for (const auto& [batch, length] : sequences) rows += batch * double(length);
   for (int64_t i = 0; i < o.num_blocks; ++i) {
     double core = 0;
     for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, attention_block(o, i), o.dim);
-    const bool joint = attention_block(o, i) == 0;  // block-local attention runs under autograd
+    const bool joint_pass = joint(kernel, attention_block(o, i) == 0);  // block-local: under autograd
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
           ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core, linear(rows, o.dim, o.dim),
-          lean_core(core, self_projections(rows, o.dim), rows * double(o.dim), joint) +
+          lean_core(core, self_projections(rows, o.dim), rows * double(o.dim), joint_pass) +
               ada_norm_first(aux_rows, o.dim_aux),
-          joint ? core : 0.0);
+          joint_pass ? core : 0.0);
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
         mlp(rows, o.dim, o.dim, o.mlp_hidden_factor, o.dim_aux, aux_rows));
   }
 }
 
 void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>& lens, const FlopShape& s,
-             int64_t num_queries) {
+             int64_t num_queries, CoreKernel kernel) {
   double p = 0, cross_core = 0, self_core = 0;
   const int64_t dh = o.dim_head > 0 ? o.dim_head : o.dim_embed / o.num_heads, inner = o.num_heads * dh;
   for (const int64_t l : lens) {
@@ -156,18 +160,19 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   const double cross_projections =
       linear(p, o.dim_embed, inner) + 2.0 * linear(latent_tokens, o.dim_latent, inner) + cross_out;
   const double cross_rerun = lean_core(cross_core, cross_projections,
-                                       cross_core_frees(p, 9.0 * latent_tokens, latent_tokens, double(inner)));
+                                       cross_core_frees(p, 9.0 * latent_tokens, latent_tokens, double(inner)),
+                                       joint(kernel));
   for (int64_t l = 0; l < o.num_layers; ++l) {
     f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
           ada_norm(p, o.dim_embed, o.dim_coords) + cross_projections + cross_core, cross_out,
-          cross_rerun + ada_norm_first(p, o.dim_coords), cross_core);
+          cross_rerun + ada_norm_first(p, o.dim_coords), joint(kernel) ? cross_core : 0.0);
     if (o.self_attention)
       f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
             ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core,
             linear(p, o.dim_embed, o.dim_embed),
-            lean_core(self_core, self_projections(p, o.dim_embed), p * double(o.dim_embed)) +
+            lean_core(self_core, self_projections(p, o.dim_embed), p * double(o.dim_embed), joint(kernel)) +
                 ada_norm_first(p, o.dim_coords),
-            self_core);
+            joint(kernel) ? self_core : 0.0);
     add(f, PieceKey::in_block("pred", o.stream, int(l), PieceKind::Mlp),
         mlp(p, o.dim_embed, o.dim_embed, o.mlp_hidden_factor, o.mlp_adaln ? o.dim_coords : 0, p));
   }
@@ -213,12 +218,12 @@ double ModelFlops::recomputed(const RecomputePlan& plan) const {
   return sum;
 }
 
-ModelFlops model_flops(const ModelOptions& o, const FlopShape& s) {
+ModelFlops model_flops(const ModelOptions& o, const FlopShape& s, CoreKernel kernel) {
   ModelFlops f;
   for (const FlopShape::Stream& stream : s.streams)
     for (const EmbedOptions& e : o.embeds)
-      if (e.stream == stream.name && stream.source_tokens > 0) embed(f, e, stream.source_tokens);
-  local(f, o.local, s);
+      if (e.stream == stream.name && stream.source_tokens > 0) embed(f, e, stream.source_tokens, kernel);
+  local(f, o.local, s, kernel);
   adapter(f, o.adapter, s);
   std::vector<int64_t> per_sample(size_t(s.num_samples), 0);
   for (size_t g = 0; g < s.source_cell_lens.size(); ++g)
@@ -226,15 +231,15 @@ ModelFlops model_flops(const ModelOptions& o, const FlopShape& s) {
   std::vector<std::pair<double, int64_t>> aggregation;
   for (const int64_t n : per_sample)
     if (n > 0) aggregation.emplace_back(double(o.num_queries), n);  // the query slot is the batch
-  engine(f, o.aggregation, aggregation, 0);
+  engine(f, o.aggregation, aggregation, 0, kernel);
   const std::vector<std::pair<double, int64_t>> global = {{double(s.num_samples), s.num_cells * o.num_queries}};
-  engine(f, o.global, global, 0);
+  engine(f, o.global, global, 0, kernel);
   const int64_t first = o.forecast_offset, last = s.num_target_steps - 1;
   for (int64_t step = first; step <= last; ++step) {
     for (size_t d = 0; d < o.decoders.size() && d < s.streams.size(); ++d)
       if (size_t(step) < s.streams[d].target_lens.size())
-        decoder(f, o.decoders[d], s.streams[d].target_lens[size_t(step)], s, o.num_queries);
-    if (step < last) engine(f, o.forecast, global, 1);
+        decoder(f, o.decoders[d], s.streams[d].target_lens[size_t(step)], s, o.num_queries, kernel);
+    if (step < last) engine(f, o.forecast, global, 1, kernel);
   }
   return f;
 }

@@ -18,6 +18,8 @@
 //   dh = G·W first, then pre's run and its vjp in one pass give h (the
 //   first run's bits) and the gradients, then dW = Gᵀ·h: h and dh are
 //   held at once;
+// - lean, backward lets go of pre (its closures hold tensors) once it has
+//   run: a second backward through the same product is refused;
 // - unread (output_linear under Saving::Rerun): forward computes no
 //   product and returns zeros of its shape; backward, which never reads
 //   the output, is the same. With a joint pre (the attention core) it is
@@ -51,6 +53,7 @@ struct Layout : torch::CustomClassHolder {
   bool unread = false;        // output_linear in a rerun: the product is not computed
   std::vector<int64_t> rows;  // output rows of each weight
   std::vector<GeneratorStates> first_run;  // lean with a random pre: the states before it ran (0 or 1)
+  bool released = false;  // after backward: pre and first_run let go (their closures hold tensors)
 };
 
 torch::Tensor cat_or_one(const std::vector<torch::Tensor>& t) { return t.size() == 1 ? t[0] : torch::cat(t, 0); }
@@ -161,7 +164,21 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto layout = c10::static_intrusive_pointer_cast<Layout>(ctx->saved_data["layout"].toCapsule());
-    const Layout& l = *layout;
+    TORCH_CHECK(!layout->released, "fused_linear: backward through the same lean product a second time "
+                                   "(retain_graph is not supported: it lets go of its prelude after its backward)");
+    variable_list result = backward_once(ctx, *layout, std::move(grads));
+    if (layout->lean) {
+      // The prelude's closures hold what it read (cross-attention's keys
+      // and values, AdaLayerNorm's scale and shift): let go of them now,
+      // not when the graph is destroyed after the whole backward.
+      layout->pre = Prelude{};
+      layout->first_run.clear();
+      layout->released = true;
+    }
+    return result;
+  }
+
+  static variable_list backward_once(AutogradContext* ctx, const Layout& l, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const size_t kept_pre = l.lean ? l.num_pre : 0;
     const std::vector<torch::Tensor> pre_params(saved.begin() + 1, saved.begin() + 1 + long(kept_pre));

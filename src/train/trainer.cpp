@@ -93,6 +93,11 @@ int64_t Trainer::parameter_count() const {
   return n;
 }
 
+ModelFlops Trainer::flops_of(const ModelBatch& batch) const {
+  // Off the CPU (CUDA's attention; autocast runs only there) no joint pass.
+  return model_flops(model_options_, flop_shape(batch), device_.is_cpu() ? CoreKernel::Cpu : CoreKernel::Other);
+}
+
 StepMetrics Trainer::step(int64_t step) {
   const BuiltBatch batch = loader_.next(step);
   StepMetrics m = step_on(batch, step);
@@ -214,7 +219,7 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
     ++m.oom_retries;
   }
   if (!m.skipped) optimizer_step(m);
-  const ModelFlops flops = model_flops(model_options_, flop_shape(input));
+  const ModelFlops flops = flops_of(input);
   m.model_flops = m.skipped ? flops.forward() : flops.step(plan_);
   m.peak_flops = peak_flops_;
   if (ema_) ema_->update(params_, step);  // also after a skipped step, as upstream
@@ -346,7 +351,7 @@ std::pair<int64_t, BuiltBatch> Trainer::planning_choice() const {
 }
 
 TrainerProbe::TrainerProbe(Trainer& trainer) : trainer_(trainer), batch_(trainer.planning_batch()) {
-  const ModelFlops f = model_flops(trainer.model()->options(), flop_shape(to_model_batch(batch_, torch::kCPU)));
+  const ModelFlops f = trainer.flops_of(to_model_batch(batch_, torch::kCPU));
   for (const PieceFlops& p : f.pieces)
     if (p.forward > 0) rerun_share_[p.key.str()] = p.rerun() / p.forward;
 }

@@ -16,6 +16,7 @@
 #include "wg/model/flops.h"
 #include "wg/model/model_batch.h"
 #include "wg/model/model_options.h"
+#include "wg/model/recompute.h"
 #include "wg/model/weather_model.h"
 #include "wg/plan/recompute_plan.h"
 #include "wg/train/batch_tensors.h"
@@ -58,7 +59,7 @@ TEST(Flops, HandCountOfASmallModel) {
   s.source_cell_lens = {2, 0, 1, 0};
   s.streams = {{"S", 3, {{1, 2, 0, 0}}}};
 
-  const ModelFlops f = model_flops(o, s);
+  const ModelFlops f = model_flops(o, s, CoreKernel::Cpu);
   const auto piece = [&](const std::string& key) {
     for (const PieceFlops& p : f.pieces)
       if (p.key.str() == key) return p;
@@ -127,11 +128,14 @@ TEST(Flops, HandCountOfASmallModel) {
     big.num_tokens = 4096;
     big.source_cell_lens.assign(size_t(4096 / len), len);
     big.num_cells = int64_t(big.source_cell_lens.size());
-    const ModelFlops g = model_flops(wide, big);
-    double lean = -1;
+    const ModelFlops g = model_flops(wide, big, CoreKernel::Cpu);
+    double lean = -1, lean_elsewhere = -1;
     for (const PieceFlops& p : g.pieces)
       if (p.key.str() == "ae_local/block0.attn") lean = p.lean_rerun;
+    for (const PieceFlops& p : model_flops(wide, big, CoreKernel::Other).pieces)
+      if (p.key.str() == "ae_local/block0.attn") lean_elsewhere = p.lean_rerun;
     EXPECT_EQ(lean, len == 8 ? 2.0 * 512 * 8 * 8 * 256 : 0.0) << "cells of " << len;
+    EXPECT_EQ(lean_elsewhere, 2.0 * lean) << "cells of " << len;  // the whole core, forward and all
   }
 
   // Backward twice the forward; a recomputed piece's forward once more, but its last product.
@@ -149,6 +153,20 @@ TEST(Flops, HandCountOfASmallModel) {
   EXPECT_EQ(piece("pred.S/block0.cross").joint_core, 4 * (1 + 2) * 9 * 4);
   EXPECT_EQ(piece("pred.S/block0.attn").joint_core, 4 * (1 + 4) * 4);
   EXPECT_EQ(piece("pred.S/block0.mlp").joint_core, 0.0);
+  // Block-local attention runs again under autograd: no joint pass.
+  ModelOptions local_blocks = o;
+  local_blocks.global.dense_rate = 0.5;  // block 0 dense, block 1 block-local
+  local_blocks.global.num_blocks = 2;
+  for (const PieceFlops& p : model_flops(local_blocks, s, CoreKernel::Cpu).pieces) {
+    if (p.key.str() == "ae_global/block0.attn") EXPECT_EQ(p.joint_core, 1024.0);
+    if (p.key.str() == "ae_global/block1.attn") EXPECT_EQ(p.joint_core, 0.0);
+  }
+  // Off the CPU kernel (CUDA) no core runs as a joint pass: a
+  // recomputation runs every core's forward again.
+  for (const PieceFlops& p : model_flops(o, s, CoreKernel::Other).pieces) {
+    EXPECT_EQ(p.joint_core, 0.0) << p.key.str();
+    EXPECT_EQ(p.forward, piece(p.key.str()).forward) << p.key.str();
+  }
   plan.set(*PieceKey::parse("ae_global/block0.attn"), true);
   plan.set(*PieceKey::parse("ae_global/block0.mlp"), true);
   EXPECT_EQ(f.step(plan), 3 * 48744.0 + 17408 - 2048 - 4096 - 1024 / 2);
@@ -198,7 +216,7 @@ TEST(Flops, EqualTheProfilersCountOfARealForward) {
     torch::NoGradGuard no_grad;
     const double profiled = profiled_matmul_flops([&] { model->forward(batch); });
     at::set_num_threads(threads);
-    const ModelFlops counted = model_flops(options, flop_shape(batch));
+    const ModelFlops counted = model_flops(options, flop_shape(batch), CoreKernel::Cpu);
     EXPECT_EQ(batch.num_target_steps(), variant == 1 ? 3 : 1);
     EXPECT_GT(counted.forward(), 1e6);
     // The profiler does not count a matrix-vector product: the forecast
@@ -245,7 +263,7 @@ TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
   model->set_plan(lean);
   const double lean_again = profiled_matmul_flops(step);
   at::set_num_threads(threads);
-  const ModelFlops counted = model_flops(options, flop_shape(batch));
+  const ModelFlops counted = model_flops(options, flop_shape(batch), CoreKernel::Cpu);
   double last_products = 0;
   for (const PieceFlops& p : counted.pieces) last_products += p.last_product;
   double joint_cores = 0;
@@ -261,10 +279,13 @@ TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
 // A lean attention layer whose core runs again (cells of 8 tokens, an
 // output of 2^18 elements: lean_reruns_core) adds, as the profiler counts
 // it, its output product only (half the core: the joint pass computes the
-// scores once), as the count has it (Flops.HandCountOfASmallModel): varlen
-// and dense self-attention, and cross-attention.
-TEST(Flops, ALeanCoreRunsAgainItsOutputProductOnly) {
-  const int64_t d = 64, rows = 4096, len = 8, kv_len = 5, kv_dim = 32;
+// scores once), as the count has it (Flops.HandCountOfASmallModel); a
+// recomputed one (Saving::All, then Saving::Rerun in backward) adds its
+// projections but the output projection, and half its core: the rerun
+// runs the core only in backward, as the joint pass. Varlen and dense
+// self-attention, and cross-attention.
+TEST(Flops, ALeanOrRecomputedCoreRunsAgainItsOutputProductOnly) {
+  const int64_t d = 64, rows = 4096, len = 8, kv_len = 5, kv_dim = 32, kv_rows = rows / len * kv_len;
   AttentionOptions ao;
   ao.dim = d;
   ao.num_heads = 4;
@@ -277,21 +298,43 @@ TEST(Flops, ALeanCoreRunsAgainItsOutputProductOnly) {
                                                                  std::vector<int64_t>(rows / len, kv_len), torch::kCPU);
   const torch::Tensor x = torch::randn({rows, d}).requires_grad_(true),
                       xd = torch::randn({rows / len, len, d}).requires_grad_(true),
-                      kv = torch::randn({rows / len * kv_len, kv_dim}).requires_grad_(true);
-  using Forward = std::function<torch::Tensor(Saving)>;
-  const std::vector<std::tuple<const char*, Forward, double>> cases = {
-      {"varlen", [&](Saving s) { return attn->forward_varlen(x, cells, {}, s); }, 4.0 * rows * len * d},
-      {"dense", [&](Saving s) { return attn->forward(xd, {}, s); }, 4.0 * rows * len * d},
-      {"cross", [&](Saving s) { return cross->forward(x, kv, neighbours, {}, s); }, 4.0 * rows * kv_len * d},
+                      kv = torch::randn({kv_rows, kv_dim}).requires_grad_(true);
+  std::vector<torch::Tensor> params = attn->parameters(), cross_params = cross->parameters();
+  params.insert(params.end(), cross_params.begin(), cross_params.end());
+  params.push_back(kv);
+  using Layer = std::function<torch::Tensor(const torch::Tensor&, Saving)>;
+  struct Case {
+    const char* name;
+    torch::Tensor input;
+    Layer layer;
+    double core, rerun_projections;  // q, k and v, not the output projection
+  };
+  const double self_projections = 3.0 * 2.0 * rows * d * d;
+  const std::vector<Case> cases = {
+      {"varlen", x, [&](const torch::Tensor& t, Saving s) { return attn->forward_varlen(t, cells, {}, s); },
+       4.0 * rows * len * d, self_projections},
+      {"dense", xd, [&](const torch::Tensor& t, Saving s) { return attn->forward(t, {}, s); }, 4.0 * rows * len * d,
+       self_projections},
+      {"cross", x, [&](const torch::Tensor& t, Saving s) { return cross->forward(t, kv, neighbours, {}, s); },
+       4.0 * rows * kv_len * d, 2.0 * rows * d * d + 2.0 * kv_rows * kv_dim * 2 * d},
   };
   const int threads = at::get_num_threads();
   at::set_num_threads(1);  // the profiler records the calling thread
-  for (const auto& [name, forward, core] : cases) {
-    SCOPED_TRACE(name);
-    double flops[2];
-    for (const Saving s : {Saving::All, Saving::Lean})
-      flops[s == Saving::Lean] = profiled_matmul_flops([&] { forward(s).sum().backward(); });
-    EXPECT_NEAR(flops[1] - flops[0], 0.5 * core, 1e-6 * core);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto profiled = [&](bool recompute, Saving s) {
+      return profiled_matmul_flops([&] {
+        const torch::Tensor y =
+            recompute ? recomputed([&](const torch::Tensor& t) { return c.layer(t, Saving::All); }, c.input, params,
+                                   [&](const torch::Tensor& t) { return c.layer(t, Saving::Rerun); })
+                      : c.layer(c.input, s);
+        y.sum().backward();
+      });
+    };
+    const double all = profiled(false, Saving::All), lean = profiled(false, Saving::Lean),
+                 again = profiled(true, Saving::All);
+    EXPECT_NEAR(lean - all, 0.5 * c.core, 1e-6 * c.core);
+    EXPECT_NEAR(again - all, c.rerun_projections + 0.5 * c.core, 1e-6 * c.core);
   }
   at::set_num_threads(threads);
 }

@@ -397,6 +397,27 @@ TEST(LeanOps, OutputLinearRunsAJointPreludeOnlyInBackwardInARerun) {
   EXPECT_GT(grads[1][0].abs().sum().item<double>(), 0.0);  // gradients reached x
 }
 
+// A lean product lets go of its prelude after its backward (its closures
+// hold tensors: cross-attention's keys and values): a second backward
+// through it, with retain_graph, is refused with a clear error, not run
+// with an empty prelude.
+TEST(LeanOps, ALeanProductRefusesASecondBackward) {
+  Leaves l = leaves(torch::kFloat32);
+  const torch::Tensor y = fused_linear(l.x, affine_norm(l), {l.w1}, {l.b1}, Saving::Lean);
+  y.sum().backward({}, /*retain_graph=*/true);
+  EXPECT_GT(l.ln_w.grad().abs().sum().item<double>(), 0.0);
+  try {
+    y.sum().backward();
+    ADD_FAILURE() << "no error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a second time"), std::string::npos) << e.what();
+  }
+  // A product kept whole (Saving::All) holds no prelude: backward twice as LibTorch's.
+  const torch::Tensor z = fused_linear(l.x, affine_norm(l), {l.w1}, {l.b1}, Saving::All);
+  z.sum().backward({}, /*retain_graph=*/true);
+  EXPECT_NO_THROW(z.sum().backward());
+}
+
 // A recomputed attention layer (PieceMode::Recompute: Saving::All in
 // forward, Saving::Rerun in backward) whose core the CPU kernel runs as a
 // joint pass: the rerun leaves the core out of its forward and runs it

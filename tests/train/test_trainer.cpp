@@ -91,7 +91,8 @@ TEST(Trainer, StepCountsItsModelFlops) {
   a.set_peak_flops(1e12);
   const BuiltBatch batch = a.dataset().batch(0);
   const ModelFlops counted =
-      model_flops(model_options(c, a.dataset().stream_shapes()), flop_shape(to_model_batch(batch, torch::kCPU)));
+      model_flops(model_options(c, a.dataset().stream_shapes()), flop_shape(to_model_batch(batch, torch::kCPU)),
+                  CoreKernel::Cpu);
   const StepMetrics ma = a.step_on(batch, 0), mb = b.step_on(batch, 0);
   EXPECT_DOUBLE_EQ(ma.model_flops, 3 * counted.forward());
   double last_products = 0, joint_cores = 0;  // which a recomputation does not run again; half of which it does not

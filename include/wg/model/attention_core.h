@@ -96,8 +96,8 @@ torch::Tensor varlen_attention(const Projections& p, const VarlenSegments& seg, 
 torch::Tensor dense_attention(const Projections& p, double dropout, bool training, const QkNorm& norm = {});
 torch::Tensor block_local_attention(const Projections& p, int64_t block, const QkNorm& norm = {});
 
-// A core run again in a lean backward (lean_ops.h's joint prelude), its
-// backward in the same pass over the tiles: the output as the forward gave
+// A core run again in a lean backward or in a recomputation's backward
+// (lean_ops.h's joint prelude), its backward in the same pass over the tiles: the output as the forward gave
 // it (the same bits), and the projections' gradients for d_out (the
 // output's shape): self-attention's qkv's in d_q, cross-attention's q's
 // and kv's. The scores are computed once instead of twice; the gradients

@@ -8,12 +8,14 @@
 //   step = forward · 3 (backward: the gradients of input and weight, twice
 //          the forward's products) + the forward of every recomputed piece
 //          but its last product (attention's output projection, the MLP's
-//          second layer), which a recomputation leaves out (saving.h), and
-//          but half of each attention core the CPU kernel runs there as one
-//          joint pass with its backward (the scores computed once),
+//          second layer), which a recomputation leaves out (saving.h), and,
+//          on the CPU kernel (CoreKernel::Cpu), but half of each attention
+//          core it runs there as one joint pass with its backward (the
+//          scores computed once),
 //          + what every lean piece runs again in backward (saving.h): its
-//          attention cores where they are cheap (lean_reruns_core) and its
-//          AdaLayerNorms' first products
+//          attention cores where they are cheap (lean_reruns_core; on the
+//          CPU kernel, where a joint pass runs them, their output product
+//          only) and its AdaLayerNorms' first products
 #pragma once
 
 #include <cstdint>
@@ -48,8 +50,9 @@ struct PieceFlops {
   double last_product = 0;  // of which its last product, which a recomputation does not run again
   double lean_rerun = 0;    // of which what a lean run (Saving::Lean) runs again: cheap attention cores, AdaLayerNorms' first products
   // of which attention cores that a recomputation's rerun runs as one joint
-  // pass with their backward (Saving::Rerun): not their forward, only their
-  // output product (half a core) more than a backward alone
+  // pass with their backward (Saving::Rerun; the CPU kernel only): not
+  // their forward, only their output product (half a core) more than a
+  // backward alone
   double joint_core = 0;
   double rerun() const { return forward - last_product - 0.5 * joint_core; }
 };
@@ -65,6 +68,12 @@ struct ModelFlops {
   double step(const RecomputePlan& plan) const { return 3.0 * forward() + recomputed(plan); }
 };
 
-ModelFlops model_flops(const ModelOptions& options, const FlopShape& shape);
+// Where the attention cores run: on the CPU kernel (attention_core.h:
+// float32 or float64 on the CPU), whose joint pass runs a core again with
+// its backward in one pass; or elsewhere (CUDA, or autocast's lower
+// precision), where a core run again runs its forward whole.
+enum class CoreKernel { Cpu, Other };
+
+ModelFlops model_flops(const ModelOptions& options, const FlopShape& shape, CoreKernel kernel);
 
 }  // namespace wg

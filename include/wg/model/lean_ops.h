@@ -10,7 +10,9 @@
 // backward runs pre(x) again (with the random generators as at the first
 // run, so dropout draws the same mask). Either way backward takes the
 // product's gradients with the same two products, so the gradients of
-// All and Lean are bit-identical.
+// All and Lean are bit-identical. (A recomputation's second run,
+// Saving::Rerun, uses the lean form too where a piece's last product has
+// a joint pre: output_linear.)
 #pragma once
 
 #include <torch/torch.h>
@@ -42,9 +44,11 @@ struct Prelude {
   // kernels autograd would, so the gradients stay bit-identical (LeanOps.*).
   std::function<PreludeRun(const torch::Tensor&)> rerun;
   // Optional, instead of rerun, where pre's run and its vjp fuse (the
-  // attention core: lean_reruns_core, saving.h): (x, dh) -> h as the first
-  // run gave it, and the gradients of x and of each of params. A lean
-  // backward then takes dh from the product first; h and dh are held at once.
+  // attention core on the CPU kernel, where it runs again in a lean
+  // backward, lean_reruns_core in saving.h, or in a recomputation's
+  // backward, output_linear): (x, dh) -> h as the first run gave it, and
+  // the gradients of x and of each of params. Such a backward takes dh
+  // from the product first; h and dh are held at once.
   struct JointRun {
     torch::Tensor h;
     std::vector<torch::Tensor> grads;

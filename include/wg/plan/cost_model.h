@@ -13,7 +13,9 @@
 // pieces) are calibrated so that the model reproduces both measured peaks,
 // with nothing and with everything recomputed. Time: sum_{p in S}
 // forward_seconds_p · rerun_share_p (a recomputation leaves out the
-// piece's last product: its share of the piece's FLOPs, from the count).
+// piece's last product, and on the CPU kernel half of each attention core
+// it runs as one joint pass with its backward: its share of the piece's
+// FLOPs, from the count, wg/model/flops.h).
 //
 // plan_for_budget is exact over byte amounts on a grid of at most
 // kPlannerGrid steps (rounded to the safe side): a dynamic program over the

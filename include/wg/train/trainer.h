@@ -26,6 +26,7 @@
 #include "wg/dist/communicator.h"
 #include "wg/dist/context.h"
 #include "wg/dist/grad_sync.h"
+#include "wg/model/flops.h"
 #include "wg/model/weather_model.h"
 #include "wg/plan/auto_plan.h"
 #include "wg/plan/cost_profile.h"
@@ -129,6 +130,9 @@ class Trainer {
   WeightAverage* weight_average() { return ema_.get(); }
   const std::string& device_name() const { return device_name_; }
   int64_t parameter_count() const;
+  // The model's FLOPs on `batch` as this trainer runs them: on the CPU its
+  // attention cores run again as the kernel's joint passes (flops.h).
+  ModelFlops flops_of(const ModelBatch& batch) const;
   // The peak FLOP/s each step's MFU is measured against (0: none).
   void set_peak_flops(double flops) { peak_flops_ = flops; }
 
