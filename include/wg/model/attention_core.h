@@ -97,10 +97,10 @@ torch::Tensor dense_attention(const Projections& p, double dropout, bool trainin
 torch::Tensor block_local_attention(const Projections& p, int64_t block, const QkNorm& norm = {});
 
 // A core run again in a lean backward or in a recomputation's backward
-// (lean_ops.h's joint prelude), its backward in the same pass over the tiles: the output as the forward gave
-// it (the same bits), and the projections' gradients for d_out (the
-// output's shape): self-attention's qkv's in d_q, cross-attention's q's
-// and kv's. The scores are computed once instead of twice; the gradients
+// (lean_ops.h's joint prelude), its backward in the same pass over the
+// tiles: the output as the forward gave it (the same bits), and the
+// projections' gradients for d_out (the output's shape): self-attention's
+// qkv's in d_q, cross-attention's q's and kv's. The scores are computed once instead of twice; the gradients
 // are the autograd backward's, bit for bit. The CPU kernel only
 // (attention_kernel_runs_on); dropout as training drew it (its seed drawn
 // from the CPU generator as the forward drew it: restore the generator
