@@ -239,8 +239,7 @@ int main(int argc, char** argv) {
                      "allocated peak during the step minus bytes held at its start (counting allocator); auto "
                      "plans' alone peak = absolute allocated peak trained alone, on the batch the planner profiles "
                      "(planning_step) and on the other batches of 0-2, each after a warm-up step on batch 0; budgets "
-                     "from the highest of none's and "
-                     "full's"},
+                     "from the highest of none's and full's"},
                     {"plans", jrows}};
   const std::filesystem::path out_path(out);
   if (out_path.has_parent_path()) std::filesystem::create_directories(out_path.parent_path());

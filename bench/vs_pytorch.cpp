@@ -241,7 +241,7 @@ void print_pieces(const Config& base, const std::vector<std::pair<std::string, t
   load_params(t, weights);
   TrainerProbe probe(t);
   const CostModel costs = profile_costs(probe, 3);
-  const ModelFlops flops = t.flops_of(to_model_batch(t.planning_batch(), torch::kCPU));
+  const ModelFlops flops = t.flops_of(to_model_batch(probe.batch(), torch::kCPU));
   std::map<std::string, int64_t> kept[2];  // none, selective
   for (int k = 0; k < 2; ++k) {
     const RecomputePlan saved = probe.plan();

@@ -361,7 +361,7 @@ torch::Tensor linear_with_prelude(const char* what, bool grouped, const torch::T
   layout->unread = !output_read && saving == Saving::Rerun;
   // Lean as Saving::Lean says; and an unread product whose pre runs jointly
   // with its backward: nothing reads pre's output before that backward.
-  layout->lean = bool(pre.fn) && (saving == Saving::Lean || (layout->unread && bool(pre.joint) && !grouped));
+  layout->lean = bool(pre.fn) && (saving == Saving::Lean || (layout->unread && bool(pre.joint)));
   layout->num_weights = weights.size();
   layout->num_biases = biases.size();
   for (const torch::Tensor& w : weights) layout->rows.push_back(w.size(0));

@@ -184,6 +184,7 @@ class TrainerProbe : public PlanProbe {
   double rerun_share(const PieceKey& key) const override;
   int64_t current_bytes() const override;
   int64_t steady_base_bytes() const override { return trainer_.steady_base_bytes(); }
+  const BuiltBatch& batch() const { return batch_; }  // the batch it profiles (Trainer::planning_batch)
 
  private:
   Trainer& trainer_;
