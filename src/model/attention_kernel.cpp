@@ -23,6 +23,9 @@
 //   score row ([Rq, H]), and, normed and not lean, the normed q and k;
 //   backward recomputes the probabilities from them, and each score
 //   row's Σ dO · O per tile (8 fixed lanes);
+// - a tile's softmax, the probabilities made again from the lse, and the
+//   scores' gradient run row by row in place (softmax_rows.h), each a
+//   function of the row alone;
 // - a joint pass (a core run again in a lean backward) runs forward and
 //   backward tile by tile on the forward's tiles: the scores computed
 //   once, the output and log-sum-exp written as the forward writes them,
@@ -41,6 +44,7 @@
 #include "wg/model/dropout.h"
 #include "wg/model/head_norm.h"
 #include "wg/model/lane_sum.h"
+#include "wg/model/softmax_rows.h"
 #include "wg/util/blas.h"
 
 #include <ATen/Parallel.h>
@@ -219,18 +223,15 @@ torch::Tensor tile_scores(const Problem& pr, const Tile& t, const Operands<T>& a
 template <typename T>
 void tile_forward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, uint64_t seed) {
   const int64_t m = t.rows(), lk = pr.lk, size = m * lk, dh = a.Q.dh;
-  const torch::Tensor row_max = P.amax(-1, true);  // (max(-1) would also find the indices: 5x the time)
-  P.sub_(row_max).exp_();
-  const torch::Tensor row_sum = P.sum(-1, true);
-  const torch::Tensor row_lse = row_sum.log().add_(row_max);  // [items, m, 1]
-  P.mul_(row_sum.reciprocal_());
+  std::vector<T> row_lse(size_t(t.items() * m));
+  softmax_rows(P.data_ptr<T>(), t.items() * m, lk, row_lse.data());
   if (a.dropout > 0) apply_dropout_mask_(P, seed, a.dropout, (t.i0 * pr.lq + t.r0) * lk);
   const T* p = P.data_ptr<T>();
   products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
     mm<T>(false, false, m, dh, lk, T(1), p + (i - t.i0) * size, lk, key_rows(pr, a.V, a.H, i), a.V.ld, T(0),
           query_rows(pr, a.O, a.H, i, t.r0), a.O.ld);
   });
-  tile_to_rows(pr, t, a.H, row_lse.data_ptr<T>(), a.lse);
+  tile_to_rows(pr, t, a.H, row_lse.data(), a.lse);
 }
 
 // Σ_d dO · O of each of a tile's rows (item-major, as its scores), in
@@ -253,9 +254,9 @@ template <typename T>
 void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, uint64_t seed) {
   const int64_t m = t.rows(), lk = pr.lk, size = m * lk, dh = a.Q.dh, offset = (t.i0 * pr.lq + t.r0) * lk, H = a.H;
   const T add = t.r0 == 0 ? T(0) : T(1);  // dK, dV: the item's first row block writes, the next ones add
-  torch::Tensor stats = torch::empty({t.items(), m, 1}, a.options);
-  rows_to_tile(pr, t, H, a.lse, stats.data_ptr<T>());
-  P.sub_(stats).exp_();  // the probabilities again
+  std::vector<T> stats(size_t(t.items() * m));  // each row's lse, then its Σ dO · O
+  rows_to_tile(pr, t, H, a.lse, stats.data());
+  exp_rows_minus(P.data_ptr<T>(), t.items() * m, lk, stats.data());  // the probabilities again
   torch::Tensor kept = P;
   if (a.dropout > 0) {
     kept = P.clone();
@@ -273,8 +274,9 @@ void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Ope
           T(0), ds + (i - t.i0) * size, lk);
   });
   if (a.dropout > 0) apply_dropout_mask_(dS, seed, a.dropout, offset);
-  tile_row_dots(pr, t, a, stats.data_ptr<T>());
-  dS.sub_(stats).mul_(P);  // dS / scale: the products below take the scale
+  tile_row_dots(pr, t, a, stats.data());
+  // dS / scale: the products below take the scale
+  softmax_grad_rows(ds, P.data_ptr<T>(), t.items() * m, lk, stats.data());
   products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
     mm<T>(false, false, m, dh, lk, a.scale, ds + (i - t.i0) * size, lk, key_rows(pr, a.K, H, i), a.K.ld, T(0),
           query_rows(pr, a.dQ, H, i, t.r0), a.dQ.ld);

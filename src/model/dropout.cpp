@@ -9,6 +9,7 @@
 // - DropoutFunction keeps the seed and p, no tensor; its backward is the
 //   same masked scaling of the incoming gradient.
 #include "wg/model/dropout.h"
+#include "wg/model/dropout_draw.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -27,35 +28,22 @@ using torch::autograd::variable_list;
 
 constexpr int64_t kGrain = 16384;  // elements per parallel task
 
-inline uint64_t draw(uint64_t seed, uint64_t j) {
-  uint64_t z = seed + (j + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// The 32-bit threshold of keeping with probability 1 - p (p in [0, 1)).
-uint64_t keep_threshold(double p) { return uint64_t(std::ldexp(1.0 - p, 32)); }
-
-// x[i] · mask for i in [0, n), element i taking draw `first + i`: into
-// out, or in place. Written branch-free and without aliasing (the in-place
-// form has one pointer) so that they vectorise; compiled three times, for
-// AVX-512 with AVX512DQ (which multiplies 64-bit lanes), for AVX2 and for
-// the baseline, and the best the CPU supports is chosen (wg/util/vector_isa.h).
-template <typename T>
-inline __attribute__((always_inline)) T keep(uint64_t seed, int64_t j, uint32_t threshold, T scale) {
-  return uint32_t(draw(seed, uint64_t(j)) >> 32) < threshold ? scale : T(0);
-}
+// x[i] · mask for i in [0, n), element i taking draw `first + i` (its
+// factor: dropout_draw.h): into out, or in place. Written branch-free and
+// without aliasing (the in-place form has one pointer) so that they
+// vectorise; compiled three times, for AVX-512 with AVX512DQ (which
+// multiplies 64-bit lanes), for AVX2 and for the baseline, and the best
+// the CPU supports is chosen (wg/util/vector_isa.h).
 template <typename T>
 inline __attribute__((always_inline)) void mask_range_impl(const T* in, T* out, int64_t n, int64_t first,
                                                             uint64_t seed, uint32_t threshold, T scale) {
   if (in == out) {
-    for (int64_t i = 0; i < n; ++i) out[i] *= keep(seed, first + i, threshold, scale);
+    for (int64_t i = 0; i < n; ++i) out[i] *= dropout_keep(seed, first + i, threshold, scale);
     return;
   }
   const T* __restrict a = in;
   T* __restrict b = out;
-  for (int64_t i = 0; i < n; ++i) b[i] = a[i] * keep(seed, first + i, threshold, scale);
+  for (int64_t i = 0; i < n; ++i) b[i] = a[i] * dropout_keep(seed, first + i, threshold, scale);
 }
 
 template <typename T>
@@ -85,7 +73,7 @@ MaskFn<T> mask_range() {
 template <typename T>
 void masked_scale(const T* in, T* out, int64_t n, uint64_t seed, double p, int64_t offset) {
   // p in (0, 1): the threshold is below 2^32 (kept when the draw is below it)
-  const uint32_t threshold = uint32_t(std::min<uint64_t>(keep_threshold(p), 0xFFFFFFFFull));
+  const uint32_t threshold = dropout_threshold(p);
   const T scale = T(1) / T(1.0 - p);
   const MaskFn<T> fn = mask_range<T>();
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {

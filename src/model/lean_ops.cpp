@@ -30,6 +30,7 @@
 #include "wg/model/lean_ops.h"
 
 #include "wg/model/dropout.h"
+#include "wg/model/gelu_dropout.h"
 #include "wg/model/norms.h"
 
 #include <algorithm>
@@ -325,11 +326,22 @@ Prelude channel_norm_prelude(double eps, const torch::Tensor& weight, const torc
 
 Prelude gelu_dropout_prelude(double dropout, bool training) {
   Prelude pre;
-  pre.fn = [dropout, training](const torch::Tensor& x) { return wg::dropout(torch::gelu(x), dropout, training); };
+  pre.fn = [dropout, training](const torch::Tensor& x) { return gelu_dropout(x, dropout, training); };
   pre.draws_random = dropout > 0 && training;
-  // GELU, then (drawing) the mask from the seed wg::dropout would draw; its
-  // vjp is what DropoutFunction's and GeluBackward0's backward compute.
+  // GELU, then (drawing) the mask from the seed gelu_dropout would draw;
+  // its vjp is what GeluDropoutFunction's backward computes, written into
+  // dh (theirs). Off the CPU: torch::gelu, the mask, and the vjps of
+  // DropoutFunction and GeluBackward0.
   pre.rerun = [dropout, draws = pre.draws_random](const torch::Tensor& x) {
+    if (gelu_dropout_runs_on(x)) {
+      const torch::Tensor xc = x.contiguous();
+      const uint64_t seed = draws ? draw_dropout_seed() : 0;
+      const double p = draws ? dropout : 0.0;
+      return PreludeRun{gelu_dropout_forward(xc, seed, p), [xc, seed, p](const torch::Tensor& dh) {
+                          const torch::Tensor g = dh.contiguous();
+                          return std::vector<torch::Tensor>{gelu_dropout_backward(g, xc, seed, p, g)};
+                        }};
+    }
     torch::Tensor h = torch::gelu(x);
     // Both vjps write into dh (theirs): GELU's backward elementwise in place.
     const auto gelu_vjp = [x](torch::Tensor g) {
