@@ -219,7 +219,7 @@ torch::Tensor gelu_dropout_backward(const torch::Tensor& dh, const torch::Tensor
 torch::Tensor gelu_dropout(const torch::Tensor& x, double p, bool training) {
   const bool drops = training && p > 0;
   if (!gelu_dropout_runs_on(x)) return wg::dropout(torch::gelu(x), p, training);
-  TORCH_CHECK(p < 1, "gelu_dropout: p must be below 1, got ", p);
+  TORCH_CHECK(!drops || p < 1, "gelu_dropout: p must be below 1, got ", p);
   const int64_t seed = drops ? int64_t(draw_dropout_seed()) : 0;
   return GeluDropoutFunction::apply(x, drops ? p : 0.0, seed);
 }

@@ -24,13 +24,18 @@ inline __attribute__((always_inline)) float madd(float a, float b, float c) {
 // Cephes' expf: x = n · ln 2 + r, |r| <= ln 2 / 2 (ln 2 in two parts, so
 // that r is exact to float precision), e^r by a degree-5 polynomial, 2^n
 // from the exponent bits. x is clamped to [-87.3, 88.0] (n in [-126,
-// 127]), through comparisons that leave a NaN as it is.
+// 127]), through comparisons that leave a NaN as it is; below -87.33654
+// (where e^x is subnormal) the result is 0, so e^-inf is 0 as a masked
+// score needs, and above 88 it saturates at about 1.65e38 instead of inf.
+// A NaN gives NaN (the integer conversion sees 0 in its place, as
+// converting a NaN is undefined).
 template <bool Fma>
-inline __attribute__((always_inline)) float cephes_exp(float x) {
-  x = x < -87.33654f ? -87.33654f : x;
+inline __attribute__((always_inline)) float cephes_exp(float x_in) {
+  float x = x_in < -87.33654f ? -87.33654f : x_in;
   x = x > 88.0f ? 88.0f : x;
   const float fx = madd<Fma>(x, 1.44269504088896341f, 0.5f);
-  float n = float(int32_t(fx));  // floor(fx): truncation, less one below zero
+  const float fx_finite = fx == fx ? fx : 0.0f;
+  float n = float(int32_t(fx_finite));  // floor(fx): truncation, less one below zero
   n = n > fx ? n - 1.0f : n;
   const float r = madd<Fma>(n, 2.12194440e-4f, madd<Fma>(n, -0.693359375f, x));
   float y = 1.9875691500e-4f;
@@ -43,7 +48,7 @@ inline __attribute__((always_inline)) float cephes_exp(float x) {
   const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
   float two_n;
   std::memcpy(&two_n, &bits, sizeof two_n);
-  return y * two_n;
+  return x_in < -87.33654f ? 0.0f : y * two_n;
 }
 
 // erf by Abramowitz and Stegun 7.1.26 (absolute error under 1.5e-7; as

@@ -111,6 +111,9 @@ TEST(GeluDropout, NanStaysNanAndBadInputIsRefused) {
   EXPECT_THROW(gelu_dropout_forward(x.to(torch::kInt), 1, 0.0), c10::Error);
   EXPECT_THROW(gelu_dropout_forward(torch::randn({4, 4}).t(), 1, 0.0), c10::Error);
   EXPECT_THROW(gelu_dropout_forward(x, 1, 1.0), c10::Error);
+  EXPECT_THROW(gelu_dropout(x, 1.0, true), c10::Error);
+  // in evaluation the rate is not used, as wg::dropout does not use it
+  EXPECT_TRUE(torch::allclose(gelu_dropout(x.narrow(0, 1, 1), 1.0, false), torch::gelu(x.narrow(0, 1, 1)), 2e-6, 2e-6));
   EXPECT_THROW(gelu_dropout_backward(x, x.narrow(0, 0, 1), 1, 0.0, torch::empty_like(x)), c10::Error);
 }
 

@@ -85,7 +85,7 @@ TEST(LeanOps, FusedLinearEqualsSeparateProducts) {
 
 // Both ways a drawing prelude runs again: replayed under autograd (a
 // prelude without a rerun: torch::dropout) and by its rerun (the MLP's
-// gelu_dropout_prelude, wg::dropout), the generators as at the first run.
+// gelu_dropout_prelude, wg::gelu_dropout), the generators as at the first run.
 TEST(LeanOps, LeanIsBitIdenticalToAllWithADropoutPrelude) {
   Prelude replayed;
   replayed.fn = [](const torch::Tensor& t) { return torch::dropout(torch::gelu(t), 0.3, true); };

@@ -38,16 +38,33 @@ TEST(SoftmaxRows, ExpIsWithinTwoUlpOfStdExp) {
   EXPECT_EQ(one, 1.0f);
 }
 
-TEST(SoftmaxRows, ExpKeepsNanAndGoesToAboutZeroFarBelow) {
+TEST(SoftmaxRows, ExpKeepsNanIsZeroFarBelowAndSaturatesAbove) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> x{nan, -100.0f, -1e30f, -inf};
+  const std::vector<float> x{nan, -87.4f, -100.0f, -1e30f, -inf, 89.0f, inf};
   std::vector<float> y(x.size());
   exp_float(x.data(), y.data(), int64_t(x.size()));
   EXPECT_TRUE(std::isnan(y[0]));
-  for (size_t i = 1; i < x.size(); ++i) {
-    EXPECT_GE(y[i], 0.0f) << x[i];
-    EXPECT_LE(y[i], 2e-38f) << x[i];
+  for (size_t i = 1; i < 5; ++i) EXPECT_EQ(y[i], 0.0f) << x[i];
+  for (size_t i = 5; i < x.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(y[i])) << x[i];
+    EXPECT_GT(y[i], 1e38f) << x[i];
   }
+}
+
+// A masked score (-inf) gets probability 0 and a row's other entries are
+// ATen's, as a row of scores far apart gets them.
+TEST(SoftmaxRows, MaskedAndFarScoresGetZeroAsATenDoes) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const torch::Tensor s = torch::tensor({0.5f, -inf, 1.0f, -200.0f, 0.25f, -inf, -90.0f, 2.0f, 0.0f}).reshape({1, 9});
+  torch::Tensor p = s.clone();
+  float lse = 0;
+  softmax_rows(p.data_ptr<float>(), 1, 9, &lse);
+  const torch::Tensor want = torch::softmax(s, -1);
+  EXPECT_TRUE(torch::allclose(p, want, 1e-6, 1e-30));  // ATen's e^-92 is subnormal
+  for (const int64_t j : {1, 3, 5, 6}) EXPECT_EQ(p[0][j].item<float>(), 0.0f) << j;
+  torch::Tensor again = s.clone();
+  exp_rows_minus(again.data_ptr<float>(), 1, 9, &lse);
+  EXPECT_TRUE(torch::allclose(again, p, 1e-6, 0));
 }
 
 // Scores with rows of every length the kernel meets (1, under a vector,
@@ -85,6 +102,9 @@ void check_steps(torch::ScalarType dtype, double tol) {
     for (int64_t r = 0; r < rows; ++r) softmax_rows(single.data_ptr<T>() + r * cols, 1, cols, &lse_single[size_t(r)]);
     EXPECT_TRUE(torch::equal(single, p));
     EXPECT_EQ(lse_single, lse);
+    torch::Tensor again_single = s.clone();
+    for (int64_t r = 0; r < rows; ++r) exp_rows_minus(again_single.data_ptr<T>() + r * cols, 1, cols, &lse[size_t(r)]);
+    EXPECT_TRUE(torch::equal(again_single, again));
   }
 }
 

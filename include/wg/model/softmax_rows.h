@@ -8,8 +8,10 @@
 // float's exp is Cephes' expf (src/model/vector_math.h: range reduction
 // by ln 2 in two parts, a degree-5 polynomial, 2^n from the exponent
 // bits), within 2 ulp of std::exp for arguments in [-87, 88]
-// (tests/model/test_softmax_rows.cpp); below -87 it gives about 1e-38
-// where std::exp gives a subnormal or 0, NaN stays NaN. It is
+// (tests/model/test_softmax_rows.cpp); below about -87.34 it gives 0
+// where std::exp gives a subnormal or 0 (so a masked score, -inf, gets
+// probability 0), above 88 about 1.65e38 (the steps only take s - max <=
+// 0), and NaN stays NaN (a row of only -inf is NaN, as in ATen). It is
 // branch-free, so its loops vectorise; they are compiled for AVX-512, AVX2
 // and the baseline, and the best the CPU has is chosen
 // (wg/util/vector_isa.h). A row's results do not depend on the other rows
