@@ -202,7 +202,11 @@ Training build_trainer(const Config& config, Dataset data, const RankPlan& plan,
   const PeakFlops peak = peak_flops(config.peak_tflops, place.device.str(),
                                     place.device.is_cuda() ? cuda_device_name(place.device.index()) : "", bf16);
   t.trainer->set_peak_flops(peak.flops);
-  if (dist.rank() == 0) spdlog::info("MFU against {:.1f} TFLOP/s per rank ({})", peak.flops * 1e-12, peak.source);
+  if (dist.rank() == 0) {
+    const bool tera = peak.flops >= 1e12;
+    spdlog::info("MFU against {:.1f} {}FLOP/s per rank ({})", peak.flops * (tera ? 1e-12 : 1e-9), tera ? "T" : "G",
+                 peak.source);
+  }
   if (options.init_weights.empty()) return t;
   try {
     const std::string file = weights_file_in(options.init_weights);  // a file, or a model directory's newest

@@ -19,7 +19,8 @@ struct PeakFlops {
 PeakFlops peak_flops(double configured_tflops, const std::string& device, const std::string& gpu_name, bool bf16);
 
 // The rate of n x n x n matrix products in float32 (bf16: bfloat16) on the
-// device, the best of `repeats` after a warm-up.
-double measured_matmul_flops(const std::string& device, int n, int repeats, bool bf16);
+// device: the best of at least `repeats` after a warm-up, repeated until
+// min_seconds have passed, so that an idle core's clock has come up.
+double measured_matmul_flops(const std::string& device, int n, int repeats, bool bf16, double min_seconds = 0.3);
 
 }  // namespace wg
