@@ -9,7 +9,7 @@
 // - DropoutFunction keeps the seed and p, no tensor; its backward is the
 //   same masked scaling of the incoming gradient.
 #include "wg/model/dropout.h"
-#include "wg/model/dropout_draw.h"
+#include "dropout_draw.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>

@@ -17,7 +17,7 @@
 
 #include "vector_math.h"
 #include "wg/model/dropout.h"
-#include "wg/model/dropout_draw.h"
+#include "dropout_draw.h"
 #include "wg/util/vector_isa.h"
 
 namespace wg {

@@ -3,7 +3,8 @@
 // the j-th output of splitmix64 started at s are below (1 - p) · 2^32.
 // Inline and branch-free, so that kernels fusing dropout into another
 // elementwise pass (dropout.cpp, gelu_dropout.cpp) vectorise it and make
-// the same mask as wg::dropout. No LibTorch in this header.
+// the same mask as wg::dropout. No LibTorch in this header; private to
+// src/model.
 #pragma once
 
 #include <algorithm>
