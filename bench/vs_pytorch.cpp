@@ -18,8 +18,9 @@
 // plot.
 //
 // What is timed, on both sides: a training step on batch tensors made
-// before it (C++: StepMetrics::compute_seconds of Trainer::step_on: zero_grad,
-// forward, loss, backward, clipping, AdamW; the twin: the same, wall time).
+// before it (C++: StepMetrics::compute_seconds of Trainer::step_on: the
+// gradients set to none, forward, loss, backward, clipping, AdamW; the twin:
+// the same, zero_grad(set_to_none=True), wall time).
 // The weight average (validate_with_ema) is switched off here, as the twin
 // has none; the loader's threads are off (step_on does not use them).
 //
@@ -199,7 +200,7 @@ json cpp_phases(const Config& base, const Mode& mode, const std::vector<BuiltBat
   for (int k = 0; k < warmup + steps; ++k) {
     const ModelBatch input = to_model_batch(batches[size_t(k) % batches.size()], torch::kCPU);
     const auto t0 = Clock::now();
-    t.optimizer().zero_grad();
+    t.optimizer().clear_gradients();
     torch::Tensor loss = t.training_loss(input);
     loss.item<double>();
     const auto t1 = Clock::now();
@@ -680,7 +681,7 @@ int main(int argc, char** argv) {
       {"step_seconds_method",
        "median over all timed steps of all rounds; rounds alternate C++ (all modes, step by step in turn) then the "
        "twin (all modes); "
-       "C++: StepMetrics::compute_seconds of Trainer::step_on (zero_grad, forward, loss, backward, clip, AdamW; the "
+       "C++: StepMetrics::compute_seconds of Trainer::step_on (gradients set to none, forward, loss, backward, clip, AdamW; the "
        "input tensors are made before it starts); twin: " +
            torch_time_method},
       {"cpp_step_peak_bytes_method", kCppMemoryMethod},

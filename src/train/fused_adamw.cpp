@@ -143,6 +143,11 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   return loss;
 }
 
+void FusedAdamW::clear_gradients() {
+  for (auto& group : param_groups())
+    for (auto& p : group.params()) p.mutable_grad() = torch::Tensor();
+}
+
 std::vector<torch::Tensor> FusedAdamW::params_with_grad() {
   std::vector<torch::Tensor> out;
   for (auto& group : param_groups())

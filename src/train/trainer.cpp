@@ -12,6 +12,7 @@
 #include "wg/model/model_options.h"
 #include "wg/train/batch_tensors.h"
 #include "wg/util/autocast.h"
+#include "wg/util/failed_backward.h"
 #include "wg/util/generator_state.h"
 #include "wg/util/memory.h"
 #include "wg/util/units.h"
@@ -177,6 +178,7 @@ bool Trainer::attempt_step(const ModelBatch& batch, StepMetrics& m, std::string&
     oom_what = e.what_without_backtrace();
   }
   loss = torch::Tensor();
+  if (!oom_what.empty()) release_failed_backward(device_);  // else the retry starts with this graph held
   if (grad_sync_) grad_sync_->finish();  // also after a failure: the other ranks wait for our buckets
   return any_rank(!oom_what.empty());
 }
@@ -208,7 +210,7 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) rng.restore();
     reset_peak_memory(device_name_);
-    optimizer_->zero_grad();
+    optimizer_->clear_gradients();
     std::string oom_what;
     if (!attempt_step(input, m, oom_what)) break;
     const RecomputePlan next = oom_handler_(plan_, OomEvent{step, attempt, rank_, oom_what});
@@ -234,7 +236,7 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
 }
 
 int64_t Trainer::probe(const BuiltBatch& batch, PieceObserver* observer) {
-  optimizer_->zero_grad();
+  optimizer_->clear_gradients();
   const int64_t start = memory_snapshot(device_name_).current_bytes;
   reset_peak_memory(device_name_);
   model_->set_observer(observer);
@@ -248,19 +250,22 @@ int64_t Trainer::probe(const BuiltBatch& batch, PieceObserver* observer) {
     throw;
   }
   const int64_t peak = memory_snapshot(device_name_).peak_bytes - start;
-  optimizer_->zero_grad();
+  optimizer_->clear_gradients();
   return peak;
 }
 
 int64_t Trainer::steady_base_bytes() const {
-  int64_t params = 0, grads_missing = 0;
+  // A step starts by setting every gradient to none (FusedAdamW::clear_gradients),
+  // so gradients are not held at its start: backward allocates them, and a
+  // probe's step peak counts them. Any held now (a probe's, a step's) are left out.
+  int64_t params = 0, grads_held = 0;
   for (const auto& p : params_) {
     params += p.numel() * p.element_size();
-    if (!p.grad().defined()) grads_missing += p.numel() * p.element_size();
+    if (p.grad().defined()) grads_held += p.grad().numel() * p.grad().element_size();
   }
   // AdamW keeps two moments per parameter from its first step on.
   const int64_t moments_missing = optimizer_->state().empty() ? 2 * params : 0;
-  return memory_snapshot(device_name_).current_bytes + grads_missing + moments_missing;
+  return memory_snapshot(device_name_).current_bytes - grads_held + moments_missing;
 }
 
 double Trainer::validate() {

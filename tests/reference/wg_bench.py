@@ -14,7 +14,7 @@ N timed steps, step i on batch i % K, in train mode with dropout as the metadata
 configures it (plus the rates the twin fixes as upstream: the prediction
 engine's 0.1 and the embed's final 0.1, which --embed-dropout-final-rate
 overrides, as the C++ trainer's `embed_dropout_final_rate` key does), or with
-every rate 0 under --no-dropout. A step is: zero_grad (in place), forward,
+every rate 0 under --no-dropout. A step is: zero_grad (set to none, as upstream), forward,
 LossPhysical (training config), loss.item(), backward, clip_grad_norm_ over all
 parameters at --grad-clip, AdamW (torch.optim.AdamW, its defaults otherwise)
 with step i's lr and β1 from --lr / --beta1 (comma lists, one value per step;
@@ -48,7 +48,7 @@ MEMORY_METHOD = ("torch.profiler.profile(activities=[CPU], profile_memory=True) 
                  "'[memory]' events ordered by start time, cumulative sum of their sizes (frees negative) "
                  "from 0 at the step's start; step_peak_bytes = max over those steps of the maximum of "
                  "that sum (every CPU tensor allocation through c10's allocator, not oneDNN/BLAS scratch)")
-TIME_METHOD = ("time.perf_counter() around the whole step (zero_grad in place, forward, LossPhysical, "
+TIME_METHOD = ("time.perf_counter() around the whole step (zero_grad set to none, forward, LossPhysical, "
                "loss.item(), backward, clip_grad_norm_, AdamW) on batches built before the step")
 
 
@@ -149,7 +149,7 @@ def bench_mode(label, sections, cfg, params, tables, batches, a, lrs, beta1s):
         counter[0] += 1
         batch = batches[i % K]
         t0 = clock()
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=True)
         preds = model(batch, tables)
         loss = compute_loss(cfg, batch, preds, train=True)
         value = loss.item()

@@ -4,6 +4,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
+#include <string>
 #include <numeric>
 
 #include "../common/tiny_config.h"
@@ -155,6 +157,48 @@ BuiltBatch batch_without_targets(const Config& c) {
   for (auto& stream : b.layout.target_coords_idx)
     for (auto& step : stream) std::fill(step.begin(), step.end(), 0);
   return b;
+}
+
+// A step where one stream has no targets: its target-side parameters
+// (prediction head, target token engine, target coordinate embedding) get
+// no gradient, and AdamW leaves them alone, weights and moments, as
+// upstream's zero_grad(set_to_none) and torch's AdamW do; not a step with
+// zero gradients, which would decay them and move them by their momentum.
+TEST(Trainer, ParametersWithoutGradientInAStepAreLeftAlone) {
+  Config c = tiny_config();
+  c.samples_per_mini_epoch = 16;
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  ASSERT_FALSE(t.step(0).skipped);  // every parameter but dead ones gets a gradient and AdamW state
+  BuiltBatch b = t.batch(1);
+  const size_t synop = 1;
+  ASSERT_EQ(c.streams[synop].name, "SYNOP");
+  for (auto& sample : b.samples)
+    for (auto& t_ : sample[synop].targets) {
+      t_.values.clear();
+      t_.coords.clear();
+      t_.coords_raw.clear();
+      t_.times.clear();
+      std::fill(t_.cell_lens.begin(), t_.cell_lens.end(), 0);
+    }
+  for (auto& step : b.layout.target_coords_idx[synop]) std::fill(step.begin(), step.end(), 0);
+  std::map<std::string, torch::Tensor> before;
+  for (const auto& p : t.model()->named_parameters()) before[p.key()] = p.value().detach().clone();
+  ASSERT_FALSE(t.step_on(b, 1).skipped);
+  int synop_target_side = 0, moved = 0;
+  for (const auto& p : t.model()->named_parameters()) {
+    const std::string& name = p.key();
+    const bool target_side = name.rfind("pred_heads.SYNOP", 0) == 0 ||
+                             name.rfind("target_token_engines.SYNOP", 0) == 0 ||
+                             name.rfind("embed_target_coords.SYNOP", 0) == 0;
+    if (target_side) {
+      ++synop_target_side;
+      EXPECT_TRUE(torch::equal(p.value(), before[name])) << name << " moved without a gradient";
+    } else if (!torch::equal(p.value(), before[name])) {
+      ++moved;
+    }
+  }
+  EXPECT_GT(synop_target_side, 0);
+  EXPECT_GT(moved, 0);
 }
 
 TEST(Trainer, NonFiniteLossStopsUnderPolicyError) {

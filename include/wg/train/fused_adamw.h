@@ -25,6 +25,12 @@
 // below 1, as torch::nn::utils::clip_grad_norm_ followed by step() (the
 // gradients are left unscaled). Where a gradient is not a contiguous
 // float32 CPU tensor, it runs exactly those two instead.
+//
+// A parameter without a gradient is skipped: weights, moments and step
+// count stay as they are, as torch's AdamW does. clear_gradients() is
+// upstream's zero_grad(set_to_none=True) (LibTorch 1.13's zero_grad()
+// fills zeros instead, which would decay and move by its momentum a
+// parameter the loss did not reach in a step).
 #include <torch/optim/adamw.h>
 
 namespace wg {
@@ -37,6 +43,8 @@ class FusedAdamW : public torch::optim::AdamW {
   // norm before clipping (NaN or inf when a gradient is not finite, then
   // nothing is scaled, as torch does).
   double clip_and_step(double max_norm);
+  // Every parameter's gradient undefined (none), before a step's backward.
+  void clear_gradients();
 
  private:
   void step_scaled(double grad_scale);

@@ -91,8 +91,9 @@ class Trainer {
   // updating weights (the cost profiler's probe); gradients are zeroed
   // after. Returns the peak bytes above those held at its start.
   int64_t probe(const BuiltBatch& batch, PieceObserver* observer);
-  // Bytes held at the start of a step once training runs: now, plus
-  // gradients and AdamW moments not allocated yet.
+  // Bytes held at the start of a step once training runs: now, less any
+  // gradients (a step sets them to none first; its peak counts them), plus
+  // AdamW's moments if not allocated yet.
   int64_t steady_base_bytes() const;
 
   // The plan in use; changes only between steps (planner, OOM fallback).
