@@ -82,7 +82,8 @@ namespace {
 const char* kCppMemoryMethod =
     "counting CPU allocator (install_counting_allocator: every CPU tensor allocation through c10's allocator, not "
     "oneDNN/BLAS scratch mallocs): StepMetrics peak_bytes minus start_bytes (held when the step's compute began, "
-    "its input tensors made), max over P untimed steps after the timed ones (the batches the twin profiles) and "
+    "its input tensors made and the last step's gradients set to none: activations and the gradients backward "
+    "makes), max over P untimed steps after the timed ones (the batches the twin profiles) and "
     "over all rounds; cpp_step_peak_bytes_max_timed_steps: the same over every timed step";
 
 struct Mode {

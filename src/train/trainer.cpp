@@ -196,7 +196,6 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
   const ModelBatch input = to_model_batch(batch, device_);
   const auto t0 = Clock::now();
   StepMetrics m;
-  m.start_bytes = memory_snapshot(device_name_).current_bytes;
   m.step = step;
   m.total_steps = total_steps();
   m.lr = schedule_.at(step);
@@ -209,8 +208,12 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
   const GeneratorStates rng = GeneratorStates::capture(device_);
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) rng.restore();
-    reset_peak_memory(device_name_);
     optimizer_->clear_gradients();
+    // Held when the compute begins: parameters, AdamW's moments, the input;
+    // not the last step's gradients (set to none), so the step's peak above
+    // it counts the activations and the gradients backward makes.
+    m.start_bytes = memory_snapshot(device_name_).current_bytes;
+    reset_peak_memory(device_name_);
     std::string oom_what;
     if (!attempt_step(input, m, oom_what)) break;
     const RecomputePlan next = oom_handler_(plan_, OomEvent{step, attempt, rank_, oom_what});

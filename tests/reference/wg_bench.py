@@ -24,7 +24,8 @@ and the optimizer step. The wall time of the whole step is recorded.
 Peak memory: torch.profiler (CPU activity, profile_memory) around each of P extra
 steps after the timed ones (batches (W+N) % K, ...), one profile per step; the
 CPU '[memory]' events, ordered by start time, summed cumulatively (frees
-negative) from 0 at the step's start; the step peak is the maximum of that sum,
+negative) from 0 at the step's start, the last step's gradients set to none
+before it (as the C++ side measures from there); the step peak is the maximum of that sum,
 and the mode's is the maximum over the P steps. Profiled steps are not timed.
 The phases of each timed step (forward + loss + item, backward, clipping,
 optimizer) are also reported, as medians.
@@ -46,7 +47,7 @@ from wg_step import DumpError, batch_from_tensors, read_dump
 MEMORY_METHOD = ("torch.profiler.profile(activities=[CPU], profile_memory=True) around each of {n} extra "
                  "steps after the timed ones (one profile per step, batches (W+N) % K onwards); CPU "
                  "'[memory]' events ordered by start time, cumulative sum of their sizes (frees negative) "
-                 "from 0 at the step's start; step_peak_bytes = max over those steps of the maximum of "
+                 "from 0 at the step's start (the last step's gradients set to none before it); step_peak_bytes = max over those steps of the maximum of "
                  "that sum (every CPU tensor allocation through c10's allocator, not oneDNN/BLAS scratch)")
 TIME_METHOD = ("time.perf_counter() around the whole step (zero_grad set to none, forward, LossPhysical, "
                "loss.item(), backward, clip_grad_norm_, AdamW) on batches built before the step")
@@ -108,10 +109,12 @@ def load_dumps(paths):
     return cfg, params, tables, batches
 
 
-def profiled_peak(step):
-    """Peak of CPU allocations above the level at the start of one call of step()."""
+def profiled_peak(step, opt):
+    """Peak of CPU allocations above the level at the start of one call of step(), the
+    last step's gradients set to none first (step()'s own zero_grad then frees nothing)."""
     from torch.profiler import ProfilerActivity, profile
 
+    opt.zero_grad(set_to_none=True)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     events = [e for e in prof.profiler.kineto_results.events()
@@ -178,7 +181,7 @@ def bench_mode(label, sections, cfg, params, tables, batches, a, lrs, beta1s):
             times.append(time.perf_counter() - t0)
             if phases and len(phases) == i + 1 - len(skipped):
                 timed_phases.append(phases[-1])
-    peaks = [int(profiled_peak(step)) for _ in range(a.profiled_steps)]
+    peaks = [int(profiled_peak(step, opt)) for _ in range(a.profiled_steps)]
     med = statistics.median(times) if times else None
     print(f"twin bench: {label:12s} {recomputed:3d}/{total} pieces, median "
           f"{'-' if med is None else f'{med * 1e3:.2f}'} ms, peak "
