@@ -13,8 +13,8 @@
 // alike; each starts from the same weights, sees the same batches and draws
 // the same dropout masks. Reported per plan: median
 // step time after warm-up, the step's memory peak above the memory held when
-// the step starts (what recomputation changes), the activation bytes held at
-// the end of forward, and ratios against `none`. The budgets are absolute
+// its compute begins (activations and the gradients backward makes), the
+// activation bytes held at the end of forward, and ratios against `none`. The budgets are absolute
 // (what `budget_gib` means): they come from `none` and `full` measured alone
 // first, and each automatic plan is measured alone again afterwards to check
 // that its absolute peak fits: on the batch the planner profiles (its
@@ -168,14 +168,16 @@ int main(int argc, char** argv) {
   for (int k = 0; k < warmup + steps; ++k)
     for (size_t j = 0; j < trainers.size(); ++j) {
       const size_t i = (j + size_t(k)) % trainers.size();
-      const int64_t held = memory_snapshot("cpu").current_bytes;
       torch::manual_seed(1000 + k);  // the same dropout draws for every plan
       const StepMetrics m = trainers[i]->step(k % trainers[i]->total_steps());
       if (k < warmup) continue;
       // Without making the batch (reported apart): recomputation does not change it.
       rows[i].step_seconds.push_back(m.step_seconds - m.data_seconds);
       rows[i].data_seconds.push_back(m.data_seconds);
-      rows[i].step_peak_bytes.push_back(m.peak_bytes - held);
+      // Above what was held when its compute began (the other plans' trainers
+      // included; this one's last gradients set to none): activations and
+      // the gradients backward makes.
+      rows[i].step_peak_bytes.push_back(m.peak_bytes - m.start_bytes);
       rows[i].activation_bytes.push_back(m.activation_bytes);
     }
   trainers.clear();
@@ -236,7 +238,8 @@ int main(int argc, char** argv) {
                     {"full_alone_peak_bytes", full_peak},
                     {"method",
                      "round-robin step by step in one process, same weights, batches and dropout draws; step peak = "
-                     "allocated peak during the step minus bytes held at its start (counting allocator); auto "
+                     "allocated peak during the step minus bytes held when its compute began, the last gradients set to none "
+                     "(counting allocator): activations and the gradients backward makes; auto "
                      "plans' alone peak = absolute allocated peak trained alone, on the batch the planner profiles "
                      "(planning_step) and on the other batches of 0-2, each after a warm-up step on batch 0; budgets "
                      "from the highest of none's and full's"},
