@@ -14,8 +14,8 @@
 // the same dropout masks. Reported per plan: median
 // step time after warm-up, the step's memory peak above the memory held when
 // its compute begins (activations and the gradients backward makes), the
-// activation bytes held at the end of forward, and ratios against `none`. The budgets are absolute
-// (what `budget_gib` means): they come from `none` and `full` measured alone
+// activation bytes held at the end of forward, and ratios against `none`.
+// The budgets are absolute (what `budget_gib` means): they come from `none` and `full` measured alone
 // first, and each automatic plan is measured alone again afterwards to check
 // that its absolute peak fits: on the batch the planner profiles (its
 // prediction's error), and on the other batches of 0-2 (whether a plan
@@ -238,8 +238,8 @@ int main(int argc, char** argv) {
                     {"full_alone_peak_bytes", full_peak},
                     {"method",
                      "round-robin step by step in one process, same weights, batches and dropout draws; step peak = "
-                     "allocated peak during the step minus bytes held when its compute began, the last gradients set to none "
-                     "(counting allocator): activations and the gradients backward makes; auto "
+                     "allocated peak during the step minus bytes held when its compute began, the last gradients set "
+                     "to none (counting allocator): activations and the gradients backward makes; auto "
                      "plans' alone peak = absolute allocated peak trained alone, on the batch the planner profiles "
                      "(planning_step) and on the other batches of 0-2, each after a warm-up step on batch 0; budgets "
                      "from the highest of none's and full's"},

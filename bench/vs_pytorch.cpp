@@ -682,8 +682,8 @@ int main(int argc, char** argv) {
       {"step_seconds_method",
        "median over all timed steps of all rounds; rounds alternate C++ (all modes, step by step in turn) then the "
        "twin (all modes); "
-       "C++: StepMetrics::compute_seconds of Trainer::step_on (gradients set to none, forward, loss, backward, clip, AdamW; the "
-       "input tensors are made before it starts); twin: " +
+       "C++: StepMetrics::compute_seconds of Trainer::step_on (gradients set to none, forward, loss, backward, "
+       "clip, AdamW; the input tensors are made before it starts); twin: " +
            torch_time_method},
       {"cpp_step_peak_bytes_method", kCppMemoryMethod},
       {"torch_step_peak_bytes_method", torch_memory_method},

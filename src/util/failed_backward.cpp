@@ -6,14 +6,9 @@
 namespace wg {
 
 void release_failed_backward(const c10::Device& device) {
-  const torch::NoGradGuard no_grad_outside;  // the graph below is built with grad mode on, nothing else
-  torch::Tensor x;
-  {
-    const torch::AutoGradMode on(true);
-    x = torch::ones({1}, torch::TensorOptions().device(device).requires_grad(true));
-    torch::Tensor y = x * 2;
-    y.sum().backward();
-  }
+  const torch::AutoGradMode on(true);  // whatever the caller's mode: the product below needs a graph
+  const torch::Tensor x = torch::ones({1}, torch::TensorOptions().device(device).requires_grad(true));
+  (x * 2).sum().backward();
 }
 
 }  // namespace wg

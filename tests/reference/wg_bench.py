@@ -14,8 +14,8 @@ N timed steps, step i on batch i % K, in train mode with dropout as the metadata
 configures it (plus the rates the twin fixes as upstream: the prediction
 engine's 0.1 and the embed's final 0.1, which --embed-dropout-final-rate
 overrides, as the C++ trainer's `embed_dropout_final_rate` key does), or with
-every rate 0 under --no-dropout. A step is: zero_grad (set to none, as upstream), forward,
-LossPhysical (training config), loss.item(), backward, clip_grad_norm_ over all
+every rate 0 under --no-dropout. A step is: zero_grad (set to none, as
+upstream), forward, LossPhysical (training config), loss.item(), backward, clip_grad_norm_ over all
 parameters at --grad-clip, AdamW (torch.optim.AdamW, its defaults otherwise)
 with step i's lr and β1 from --lr / --beta1 (comma lists, one value per step;
 the last repeats), β2, eps and weight decay; a non-finite loss skips clipping
@@ -25,8 +25,8 @@ Peak memory: torch.profiler (CPU activity, profile_memory) around each of P extr
 steps after the timed ones (batches (W+N) % K, ...), one profile per step; the
 CPU '[memory]' events, ordered by start time, summed cumulatively (frees
 negative) from 0 at the step's start, the last step's gradients set to none
-before it (as the C++ side measures from there); the step peak is the maximum of that sum,
-and the mode's is the maximum over the P steps. Profiled steps are not timed.
+before it (as the C++ side measures from there); the step peak is the maximum
+of that sum, and the mode's is the maximum over the P steps. Profiled steps are not timed.
 The phases of each timed step (forward + loss + item, backward, clipping,
 optimizer) are also reported, as medians.
 """
@@ -47,8 +47,9 @@ from wg_step import DumpError, batch_from_tensors, read_dump
 MEMORY_METHOD = ("torch.profiler.profile(activities=[CPU], profile_memory=True) around each of {n} extra "
                  "steps after the timed ones (one profile per step, batches (W+N) % K onwards); CPU "
                  "'[memory]' events ordered by start time, cumulative sum of their sizes (frees negative) "
-                 "from 0 at the step's start (the last step's gradients set to none before it); step_peak_bytes = max over those steps of the maximum of "
-                 "that sum (every CPU tensor allocation through c10's allocator, not oneDNN/BLAS scratch)")
+                 "from 0 at the step's start (the last step's gradients set to none before it); "
+                 "step_peak_bytes = max over those steps of the maximum of that sum (every CPU tensor "
+                 "allocation through c10's allocator, not oneDNN/BLAS scratch)")
 TIME_METHOD = ("time.perf_counter() around the whole step (zero_grad set to none, forward, LossPhysical, "
                "loss.item(), backward, clip_grad_norm_, AdamW) on batches built before the step")
 

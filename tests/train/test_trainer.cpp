@@ -5,8 +5,8 @@
 
 #include <cmath>
 #include <map>
-#include <string>
 #include <numeric>
+#include <string>
 
 #include "../common/tiny_config.h"
 #include "wg/config/recompute_sections.h"
@@ -142,20 +142,23 @@ BuiltBatch nan_batch(const Config& c) {
   return b;
 }
 
+// Stream `stream` of the batch without a single target point.
+void clear_targets(BuiltBatch& b, size_t stream) {
+  for (auto& sample : b.samples)
+    for (auto& t : sample[stream].targets) {
+      t.values.clear();
+      t.coords.clear();
+      t.coords_raw.clear();
+      t.times.clear();
+      std::fill(t.cell_lens.begin(), t.cell_lens.end(), 0);
+    }
+  for (auto& step : b.layout.target_coords_idx[stream]) std::fill(step.begin(), step.end(), 0);
+}
+
 // Step 0's batch without a single target point.
 BuiltBatch batch_without_targets(const Config& c) {
   BuiltBatch b = Dataset(c, 0, 1).batch(0);
-  for (auto& sample : b.samples)
-    for (auto& x : sample)
-      for (auto& t : x.targets) {
-        t.values.clear();
-        t.coords.clear();
-        t.coords_raw.clear();
-        t.times.clear();
-        std::fill(t.cell_lens.begin(), t.cell_lens.end(), 0);
-      }
-  for (auto& stream : b.layout.target_coords_idx)
-    for (auto& step : stream) std::fill(step.begin(), step.end(), 0);
+  for (size_t stream = 0; stream < c.streams.size(); ++stream) clear_targets(b, stream);
   return b;
 }
 
@@ -172,15 +175,7 @@ TEST(Trainer, ParametersWithoutGradientInAStepAreLeftAlone) {
   BuiltBatch b = t.batch(1);
   const size_t synop = 1;
   ASSERT_EQ(c.streams[synop].name, "SYNOP");
-  for (auto& sample : b.samples)
-    for (auto& t_ : sample[synop].targets) {
-      t_.values.clear();
-      t_.coords.clear();
-      t_.coords_raw.clear();
-      t_.times.clear();
-      std::fill(t_.cell_lens.begin(), t_.cell_lens.end(), 0);
-    }
-  for (auto& step : b.layout.target_coords_idx[synop]) std::fill(step.begin(), step.end(), 0);
+  clear_targets(b, synop);
   std::map<std::string, torch::Tensor> before;
   for (const auto& p : t.model()->named_parameters()) before[p.key()] = p.value().detach().clone();
   ASSERT_FALSE(t.step_on(b, 1).skipped);

@@ -4,8 +4,8 @@
 //
 // The same values as torch::gelu then wg::dropout: the same seed drawn at
 // the same point from the CPU generator, so the same mask
-// (src/model/dropout_draw.h); float's erf is Abramowitz and Stegun 7.1.26 (absolute error under 1.5e-7),
-// the formula ATen's own vectorised float GELU uses, with this project's
+// (src/model/dropout_draw.h); float's erf is Abramowitz and Stegun 7.1.26
+// (absolute error under 1.5e-7), the formula ATen's own vectorised float GELU uses, with this project's
 // exp (src/model/vector_math.h); double's is std::erf. Backward keeps x
 // (as GeluBackward0 does) and the seed, no mask. Off the CPU, and for
 // dtypes other than float32/float64, it is torch::gelu then wg::dropout.

@@ -88,7 +88,7 @@ class Trainer {
   double validate();
 
   // Forward and backward on `batch` without exchanging gradients or
-  // updating weights (the cost profiler's probe); gradients are zeroed
+  // updating weights (the cost profiler's probe); gradients are set to none
   // after. Returns the peak bytes above those held at its start.
   int64_t probe(const BuiltBatch& batch, PieceObserver* observer);
   // Bytes held at the start of a step once training runs: now, less any
