@@ -44,6 +44,7 @@
 #include "wg/model/dropout.h"
 #include "wg/model/head_norm.h"
 #include "wg/model/lane_sum.h"
+#include "wg/model/small_gemm.h"
 #include "wg/model/softmax_rows.h"
 #include "wg/util/blas.h"
 
@@ -59,6 +60,7 @@
 #include <exception>
 #include <map>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace wg::kernel {
@@ -89,11 +91,30 @@ Rows<T> rows_view(const torch::Tensor& t) {  // t [R, H, dh] contiguous
   return {t.data_ptr<T>(), t.size(1) * t.size(2), t.size(2)};
 }
 
-// c = alpha · op(a) · op(b) + beta · c, row-major with leading dimensions,
-// through BLAS (wg/util/blas.h; the kernel runs only where the process has one).
+// A problem's float products go to small_gemm (small_gemm.h: AVX-512
+// register tiles over the rows where they lie) when its sequences have at
+// least 16 query and key rows and each product is at most 64³
+// multiply-adds (lq · lk · dh): there OpenBLAS would run them on one
+// thread anyway (it splits a product over threads only above 4 · 65536)
+// and its small-matrix path reads a head's strided rows slowly (the
+// embed's 79 channels). Shorter sequences (cells of a few points), where
+// BLAS's small path is quicker, and larger products (a dense engine's long
+// sequences), which BLAS may split over the rank's threads when a call has
+// one problem, go to BLAS. Decided by the problem's shape alone, so a
+// forward, a backward and a joint pass, on any number of threads, take the
+// same path and give the same bits.
+bool small_products(const Problem& pr, int64_t dh) {
+  return std::min(pr.lq, pr.lk) >= 16 && pr.lq * pr.lk * dh <= int64_t(64 * 64 * 64);
+}
+
+// c = alpha · op(a) · op(b) + beta · c, row-major with leading dimensions:
+// by small_gemm where `small` and the CPU has AVX-512, else through BLAS
+// (wg/util/blas.h; the kernel runs only where the process has one).
 template <typename T>
-void mm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-        int64_t ldb, T beta, T* c, int64_t ldc) {
+void mm(bool small, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+        const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    if (small && small_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -209,11 +230,12 @@ T* key_rows(const Problem& pr, const Rows<T>& at, int64_t H, int64_t i) {
 template <typename T>
 torch::Tensor tile_scores(const Problem& pr, const Tile& t, const Operands<T>& a) {
   const int64_t m = t.rows(), lk = pr.lk, size = m * lk;
+  const bool small = small_products(pr, a.Q.dh);
   torch::Tensor S = torch::empty({t.items(), m, lk}, a.options);
   T* s = S.data_ptr<T>();  // s + (i - i0) · size: item i's scores
   products(t.i0, t.i1, m, lk, a.Q.dh, [&](int64_t i) {
-    mm<T>(false, true, m, lk, a.Q.dh, a.scale, query_rows(pr, a.Q, a.H, i, t.r0), a.Q.ld, key_rows(pr, a.K, a.H, i),
-          a.K.ld, T(0), s + (i - t.i0) * size, lk);
+    mm<T>(small, false, true, m, lk, a.Q.dh, a.scale, query_rows(pr, a.Q, a.H, i, t.r0), a.Q.ld,
+          key_rows(pr, a.K, a.H, i), a.K.ld, T(0), s + (i - t.i0) * size, lk);
   });
   return S;
 }
@@ -223,12 +245,13 @@ torch::Tensor tile_scores(const Problem& pr, const Tile& t, const Operands<T>& a
 template <typename T>
 void tile_forward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, uint64_t seed) {
   const int64_t m = t.rows(), lk = pr.lk, size = m * lk, dh = a.Q.dh;
+  const bool small = small_products(pr, dh);
   std::vector<T> row_lse(size_t(t.items() * m));
   softmax_rows(P.data_ptr<T>(), t.items() * m, lk, row_lse.data());
   if (a.dropout > 0) apply_dropout_mask_(P, seed, a.dropout, (t.i0 * pr.lq + t.r0) * lk);
   const T* p = P.data_ptr<T>();
   products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
-    mm<T>(false, false, m, dh, lk, T(1), p + (i - t.i0) * size, lk, key_rows(pr, a.V, a.H, i), a.V.ld, T(0),
+    mm<T>(small, false, false, m, dh, lk, T(1), p + (i - t.i0) * size, lk, key_rows(pr, a.V, a.H, i), a.V.ld, T(0),
           query_rows(pr, a.O, a.H, i, t.r0), a.O.ld);
   });
   tile_to_rows(pr, t, a.H, row_lse.data(), a.lse);
@@ -254,6 +277,7 @@ template <typename T>
 void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, uint64_t seed) {
   const int64_t m = t.rows(), lk = pr.lk, size = m * lk, dh = a.Q.dh, offset = (t.i0 * pr.lq + t.r0) * lk, H = a.H;
   const T add = t.r0 == 0 ? T(0) : T(1);  // dK, dV: the item's first row block writes, the next ones add
+  const bool small = small_products(pr, dh);
   std::vector<T> stats(size_t(t.items() * m));  // each row's lse, then its Σ dO · O
   rows_to_tile(pr, t, H, a.lse, stats.data());
   exp_rows_minus(P.data_ptr<T>(), t.items() * m, lk, stats.data());  // the probabilities again
@@ -264,26 +288,26 @@ void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Ope
   }
   const T* pk = kept.data_ptr<T>();
   products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
-    mm<T>(true, false, lk, dh, m, T(1), pk + (i - t.i0) * size, lk, query_rows(pr, a.dO, H, i, t.r0), a.dO.ld, add,
-          key_rows(pr, a.dV, H, i), a.dV.ld);
+    mm<T>(small, true, false, lk, dh, m, T(1), pk + (i - t.i0) * size, lk, query_rows(pr, a.dO, H, i, t.r0), a.dO.ld,
+          add, key_rows(pr, a.dV, H, i), a.dV.ld);
   });
   torch::Tensor dS = torch::empty({t.items(), m, lk}, a.options);
   T* ds = dS.data_ptr<T>();
   products(t.i0, t.i1, m, lk, dh, [&](int64_t i) {
-    mm<T>(false, true, m, lk, dh, T(1), query_rows(pr, a.dO, H, i, t.r0), a.dO.ld, key_rows(pr, a.V, H, i), a.V.ld,
-          T(0), ds + (i - t.i0) * size, lk);
+    mm<T>(small, false, true, m, lk, dh, T(1), query_rows(pr, a.dO, H, i, t.r0), a.dO.ld, key_rows(pr, a.V, H, i),
+          a.V.ld, T(0), ds + (i - t.i0) * size, lk);
   });
   if (a.dropout > 0) apply_dropout_mask_(dS, seed, a.dropout, offset);
   tile_row_dots(pr, t, a, stats.data());
   // dS / scale: the products below take the scale
   softmax_grad_rows(ds, P.data_ptr<T>(), t.items() * m, lk, stats.data());
   products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
-    mm<T>(false, false, m, dh, lk, a.scale, ds + (i - t.i0) * size, lk, key_rows(pr, a.K, H, i), a.K.ld, T(0),
+    mm<T>(small, false, false, m, dh, lk, a.scale, ds + (i - t.i0) * size, lk, key_rows(pr, a.K, H, i), a.K.ld, T(0),
           query_rows(pr, a.dQ, H, i, t.r0), a.dQ.ld);
   });
   products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
-    mm<T>(true, false, lk, dh, m, a.scale, ds + (i - t.i0) * size, lk, query_rows(pr, a.Q, H, i, t.r0), a.Q.ld, add,
-          key_rows(pr, a.dK, H, i), a.dK.ld);
+    mm<T>(small, true, false, lk, dh, m, a.scale, ds + (i - t.i0) * size, lk, query_rows(pr, a.Q, H, i, t.r0), a.Q.ld,
+          add, key_rows(pr, a.dK, H, i), a.dK.ld);
   });
 }
 

@@ -1,0 +1,175 @@
+// Small float products on one thread, AVX-512 (see header).
+//
+// C is worked through in blocks of up to 64 columns (V vectors of 16).
+// op(B)'s rows are read where they lie (masked loads for the last
+// vector), or, when B is given transposed, gathered once per block into
+// a panel on the stack ([k, 16 V]). Register tiles of R rows x V vectors
+// run over them: per k, V loads of B, R broadcasts of A and R·V fused
+// multiply-adds. Each tile is written, scaled, straight into C with
+// masked stores. k is taken in slices of kMaxK (the panel's depth), the
+// later ones added. Every sum runs over k in order with one FMA a step,
+// so a product's bits depend only on its operands.
+#include "wg/model/small_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "wg/util/vector_isa.h"
+
+#define WG_AVX512 __attribute__((target("avx512f")))
+#define WG_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
+
+namespace wg {
+namespace {
+
+constexpr int64_t kMaxK = 256;  // a panel's depth: 256 x 64 floats, 64 KiB of stack
+constexpr int kRows = 6;        // a tile's rows: 6 x 4 sums, 4 of B and 1 broadcast in 32 registers
+constexpr int kMaxV = 4;        // a block's vectors (64 columns)
+
+// op(A)[i, p] = a[i · si + p · sp]; op(B)[p, j] = b[p · ld + j] over the
+// block's columns.
+struct Operands {
+  const float *a;
+  int64_t si, sp;
+  const float *b;
+  int64_t ld;
+  __mmask16 last;  // the block's last vector: its valid columns
+};
+
+WG_AVX512_INLINE __mmask16 mask_of(int v, int V, __mmask16 last) { return v == V - 1 ? last : __mmask16(0xFFFF); }
+
+// Rows [i, i + R) of C's block from k steps [0, depth): C = alpha · Σ + beta ·
+// C.
+template <int R, int V>
+WG_AVX512_INLINE void tile(const Operands &o, int64_t i, int64_t depth, float alpha, float beta, float *c,
+                           int64_t ldc) {
+  __m512 acc[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  const float *a = o.a + i * o.si;
+  for (int64_t p = 0; p < depth; ++p) {
+    __m512 b[V];
+    const float *row = o.b + p * o.ld;
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) b[v] = _mm512_maskz_loadu_ps(mask_of(v, V, o.last), row + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * o.si + p * o.sp]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 mask = mask_of(v, V, o.last);
+      float *to = c + (i + r) * ldc + 16 * v;
+      __m512 y = _mm512_mul_ps(va, acc[r][v]);
+      if (beta != 0.0f) y = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, to), y);
+      _mm512_mask_storeu_ps(to, mask, y);
+    }
+}
+
+// All m rows of a block: tiles of kRows, then one of the rest.
+template <int V>
+WG_AVX512_INLINE void block_rows(const Operands &o, int64_t m, int64_t depth, float alpha, float beta, float *c,
+                                 int64_t ldc) {
+  int64_t i = 0;
+  for (; i + kRows <= m; i += kRows) tile<kRows, V>(o, i, depth, alpha, beta, c, ldc);
+  switch (m - i) {
+    case 0:
+      return;
+    case 1:
+      return tile<1, V>(o, i, depth, alpha, beta, c, ldc);
+    case 2:
+      return tile<2, V>(o, i, depth, alpha, beta, c, ldc);
+    case 3:
+      return tile<3, V>(o, i, depth, alpha, beta, c, ldc);
+    case 4:
+      return tile<4, V>(o, i, depth, alpha, beta, c, ldc);
+    default:
+      return tile<5, V>(o, i, depth, alpha, beta, c, ldc);
+  }
+}
+
+// op(B)[p, j0 + j] = b[(j0 + j) · ldb + p] for p < depth, j < 16 · vectors
+// (masked past the block's width) into panel rows of 16 · vectors.
+WG_AVX512_INLINE void gather_panel(const float *b, int64_t ldb, int64_t j0, int64_t depth, int vectors, __mmask16 last,
+                                   float *panel) {
+  const int64_t ld = 16 * int64_t(vectors);
+  for (int v = 0; v < vectors; ++v) {
+    const __mmask16 mask = v == vectors - 1 ? last : __mmask16(0xFFFF);
+    const float *first = b + (j0 + 16 * v) * ldb;  // column 16 v's row of B
+    if (ldb <= (int64_t(1) << 26)) {               // the lanes' offsets in int32
+      const __m512i offsets = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                 _mm512_set1_epi32(int32_t(ldb)));
+      for (int64_t p = 0; p < depth; ++p)
+        _mm512_storeu_ps(panel + p * ld + 16 * v,
+                         _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, offsets, first + p, 4));
+    } else {
+      for (int64_t p = 0; p < depth; ++p)
+        for (int l = 0; l < 16; ++l) panel[p * ld + 16 * v + l] = (mask >> l) & 1 ? first[l * ldb + p] : 0.0f;
+    }
+  }
+}
+
+WG_AVX512 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {  // C = beta · C (alpha · an empty sum)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  alignas(64) float panel[kMaxK * 16 * kMaxV];
+  for (int64_t j0 = 0; j0 < n; j0 += 16 * kMaxV) {
+    const int64_t width = std::min<int64_t>(16 * kMaxV, n - j0);
+    const int vectors = int((width + 15) / 16);
+    const int tail = int(width - 16 * (vectors - 1));
+    const __mmask16 last = __mmask16((uint32_t(1) << tail) - 1);
+    for (int64_t p0 = 0; p0 < k; p0 += kMaxK) {
+      const int64_t depth = std::min(kMaxK, k - p0);
+      Operands o{a + (trans_a ? p0 * lda : p0), trans_a ? 1 : lda, trans_a ? lda : 1, nullptr, 0, last};
+      if (trans_b) {
+        gather_panel(b + p0, ldb, j0, depth, vectors, last, panel);
+        o.b = panel;
+        o.ld = 16 * vectors;
+      } else {
+        o.b = b + p0 * ldb + j0;
+        o.ld = ldb;
+      }
+      const float b_scale = p0 == 0 ? beta : 1.0f;
+      float *cj = c + j0;
+      switch (vectors) {
+        case 1:
+          block_rows<1>(o, m, depth, alpha, b_scale, cj, ldc);
+          break;
+        case 2:
+          block_rows<2>(o, m, depth, alpha, b_scale, cj, ldc);
+          break;
+        case 3:
+          block_rows<3>(o, m, depth, alpha, b_scale, cj, ldc);
+          break;
+        default:
+          block_rows<4>(o, m, depth, alpha, b_scale, cj, ldc);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (vector_isa() != VectorIsa::Avx512) return false;
+  product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  return true;
+}
+
+}  // namespace wg
