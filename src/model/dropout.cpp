@@ -1,9 +1,10 @@
 // Dropout with a mask made from a seed (see header).
 //
 // Invariants:
-// - element j's draw is the j-th output of splitmix64 started at the seed
-//   (a counter hashed by two multiply-xorshift rounds); its top 32 bits are
-//   compared with (1 - p) · 2^32, so a draw depends only on (seed, j);
+// - element j's draw is a 32-bit half of output j / 2 of splitmix64
+//   started at the seed (a counter hashed by two multiply-xorshift rounds:
+//   the low half for even j, the high half for odd j); it is compared with
+//   (1 - p) · 2^32, so a draw depends only on (seed, j);
 // - out[j] = in[j] · (kept ? 1 / (1 - p) : 0), as torch's in · mask (a NaN
 //   stays a NaN where dropped);
 // - DropoutFunction keeps the seed and p, no tensor; its backward is the
@@ -15,6 +16,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
@@ -29,21 +31,28 @@ using torch::autograd::variable_list;
 constexpr int64_t kGrain = 16384;  // elements per parallel task
 
 // x[i] · mask for i in [0, n), element i taking draw `first + i` (its
-// factor: dropout_draw.h): into out, or in place. Written branch-free and
-// without aliasing (the in-place form has one pointer) so that they
-// vectorise; compiled three times, for AVX-512 with AVX512DQ (which
-// multiplies 64-bit lanes), for AVX2 and for the baseline, and the best
-// the CPU supports is chosen (wg/util/vector_isa.h).
+// factor: dropout_draw.h): into out, or in place, a block of factors at a
+// time. Written without aliasing (the in-place form has one pointer) so
+// that the loops vectorise; compiled three times, for AVX-512 with
+// AVX512DQ (which multiplies 64-bit lanes), for AVX2 and for the
+// baseline, and the best the CPU supports is chosen (wg/util/vector_isa.h).
 template <typename T>
 inline __attribute__((always_inline)) void mask_range_impl(const T* in, T* out, int64_t n, int64_t first,
                                                             uint64_t seed, uint32_t threshold, T scale) {
-  if (in == out) {
-    for (int64_t i = 0; i < n; ++i) out[i] *= dropout_keep(seed, first + i, threshold, scale);
-    return;
+  T factors[kDropoutBlock];
+  for (int64_t b = 0; b < n; b += kDropoutBlock) {
+    const int64_t m = std::min(kDropoutBlock, n - b);
+    dropout_factors(seed, first + b, m, threshold, scale, factors);
+    const T* __restrict f = factors;
+    if (in == out) {
+      T* o = out + b;
+      for (int64_t i = 0; i < m; ++i) o[i] *= f[i];
+    } else {
+      const T* __restrict a = in + b;
+      T* __restrict o = out + b;
+      for (int64_t i = 0; i < m; ++i) o[i] = a[i] * f[i];
+    }
   }
-  const T* __restrict a = in;
-  T* __restrict b = out;
-  for (int64_t i = 0; i < n; ++i) b[i] = a[i] * dropout_keep(seed, first + i, threshold, scale);
 }
 
 template <typename T>

@@ -52,16 +52,15 @@ inline __attribute__((always_inline)) double slope(double x) {
 }
 
 // Ranges are worked through in blocks of kBlock elements: with dropout,
-// first the block's mask factors (dropout_keep: 64-bit lanes) into a
-// buffer, then the GELU (32-bit lanes) reading them, two loops that each
+// first the block's mask factors (dropout_factors: 64-bit lanes) into a
+// buffer, then the GELU (32-bit lanes) reading them, loops that each
 // vectorise, where one loop mixing both did not.
-constexpr int64_t kBlock = 512;
+constexpr int64_t kBlock = kDropoutBlock;
 
 template <typename T>
 inline __attribute__((always_inline)) void mask_factors(T* f, int64_t n, int64_t first, uint64_t seed,
                                                         uint32_t threshold, T scale) {
-  T* __restrict out = f;
-  for (int64_t i = 0; i < n; ++i) out[i] = dropout_keep(seed, first + i, threshold, scale);
+  dropout_factors(seed, first, n, threshold, scale, f);
 }
 
 template <bool Fma, bool Mask, typename T>

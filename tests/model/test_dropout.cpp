@@ -60,6 +60,18 @@ TEST(Dropout, BackwardIsTheSameMaskAndNothingIsKept) {
   EXPECT_TRUE(torch::equal(x.grad() == 0, y.detach() == 0));
 }
 
+// Element j's draw is half of the hash output j / 2 (dropout_draw.h): a
+// mask begun at an offset, odd or even, inside a block or across blocks'
+// edges, is the tail of the mask begun at 0.
+TEST(Dropout, AMaskAtAnOffsetIsTheTailOfTheWholeMask) {
+  const torch::Tensor whole = dropout_mask(99, 0.3, torch::ones({5000}));
+  for (const int64_t offset : {1, 2, 3, 511, 512, 513, 1023}) {
+    torch::Tensor tail = torch::ones({5000 - offset});
+    apply_dropout_mask_(tail, 99, 0.3, offset);
+    EXPECT_TRUE(torch::equal(tail, whole.slice(0, offset))) << "offset " << offset;
+  }
+}
+
 TEST(Dropout, ANaNStaysANaNWhereDropped) {
   const torch::Tensor x = torch::full({4096}, std::nan(""));
   torch::manual_seed(3);
