@@ -11,8 +11,9 @@
 //   without regard to the thread count: the result does not depend on it;
 // - q, k and v are column blocks ("slots") of row tensors ("sources", [R,
 //   W]): the fused projections as the layers made them; every product
-//   reads its operands and writes its result where they lie (BLAS with the
-//   row stride as leading dimension): no rows gathered or scattered
+//   reads its operands and writes its result where they lie (BLAS, or
+//   small_gemm for the problems small_products picks, with the row stride
+//   as leading dimension): no rows gathered or scattered
 //   (but cross-attention's keys and values given as rows kv_rows of kv:
 //   gathered before the call), and outputs zero-filled only when some rows
 //   lie in no problem; backward gives one gradient per source, each slot's
