@@ -30,29 +30,29 @@ constexpr int kMaxV = 4;        // a block's vectors (64 columns)
 // op(A)[i, p] = a[i · si + p · sp]; op(B)[p, j] = b[p · ld + j] over the
 // block's columns.
 struct Operands {
-  const float *a;
+  const float* a;
   int64_t si, sp;
-  const float *b;
+  const float* b;
   int64_t ld;
   __mmask16 last;  // the block's last vector: its valid columns
 };
 
 WG_AVX512_INLINE __mmask16 mask_of(int v, int V, __mmask16 last) { return v == V - 1 ? last : __mmask16(0xFFFF); }
 
-// Rows [i, i + R) of C's block from k steps [0, depth): C = alpha · Σ + beta ·
-// C.
+// Rows [i, i + R) of C's block from k steps [0, depth): C = alpha · Σ +
+// beta · C.
 template <int R, int V>
-WG_AVX512_INLINE void tile(const Operands &o, int64_t i, int64_t depth, float alpha, float beta, float *c,
+WG_AVX512_INLINE void tile(const Operands& o, int64_t i, int64_t depth, float alpha, float beta, float* c,
                            int64_t ldc) {
   __m512 acc[R][V];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
-  const float *a = o.a + i * o.si;
+  const float* a = o.a + i * o.si;
   for (int64_t p = 0; p < depth; ++p) {
     __m512 b[V];
-    const float *row = o.b + p * o.ld;
+    const float* row = o.b + p * o.ld;
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) b[v] = _mm512_maskz_loadu_ps(mask_of(v, V, o.last), row + 16 * v);
 #pragma GCC unroll 8
@@ -68,7 +68,7 @@ WG_AVX512_INLINE void tile(const Operands &o, int64_t i, int64_t depth, float al
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
       const __mmask16 mask = mask_of(v, V, o.last);
-      float *to = c + (i + r) * ldc + 16 * v;
+      float* to = c + (i + r) * ldc + 16 * v;
       __m512 y = _mm512_mul_ps(va, acc[r][v]);
       if (beta != 0.0f) y = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, to), y);
       _mm512_mask_storeu_ps(to, mask, y);
@@ -77,7 +77,7 @@ WG_AVX512_INLINE void tile(const Operands &o, int64_t i, int64_t depth, float al
 
 // All m rows of a block: tiles of kRows, then one of the rest.
 template <int V>
-WG_AVX512_INLINE void block_rows(const Operands &o, int64_t m, int64_t depth, float alpha, float beta, float *c,
+WG_AVX512_INLINE void block_rows(const Operands& o, int64_t m, int64_t depth, float alpha, float beta, float* c,
                                  int64_t ldc) {
   int64_t i = 0;
   for (; i + kRows <= m; i += kRows) tile<kRows, V>(o, i, depth, alpha, beta, c, ldc);
@@ -99,12 +99,12 @@ WG_AVX512_INLINE void block_rows(const Operands &o, int64_t m, int64_t depth, fl
 
 // op(B)[p, j0 + j] = b[(j0 + j) · ldb + p] for p < depth, j < 16 · vectors
 // (masked past the block's width) into panel rows of 16 · vectors.
-WG_AVX512_INLINE void gather_panel(const float *b, int64_t ldb, int64_t j0, int64_t depth, int vectors, __mmask16 last,
-                                   float *panel) {
+WG_AVX512_INLINE void gather_panel(const float* b, int64_t ldb, int64_t j0, int64_t depth, int vectors, __mmask16 last,
+                                   float* panel) {
   const int64_t ld = 16 * int64_t(vectors);
   for (int v = 0; v < vectors; ++v) {
     const __mmask16 mask = v == vectors - 1 ? last : __mmask16(0xFFFF);
-    const float *first = b + (j0 + 16 * v) * ldb;  // column 16 v's row of B
+    const float* first = b + (j0 + 16 * v) * ldb;  // column 16 v's row of B
     if (ldb <= (int64_t(1) << 26)) {               // the lanes' offsets in int32
       const __m512i offsets = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                  _mm512_set1_epi32(int32_t(ldb)));
@@ -118,8 +118,8 @@ WG_AVX512_INLINE void gather_panel(const float *b, int64_t ldb, int64_t j0, int6
   }
 }
 
-WG_AVX512 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+WG_AVX512 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {  // C = beta · C (alpha · an empty sum)
     for (int64_t i = 0; i < m; ++i)
@@ -144,7 +144,7 @@ WG_AVX512 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
         o.ld = ldb;
       }
       const float b_scale = p0 == 0 ? beta : 1.0f;
-      float *cj = c + j0;
+      float* cj = c + j0;
       switch (vectors) {
         case 1:
           block_rows<1>(o, m, depth, alpha, b_scale, cj, ldc);
@@ -165,8 +165,8 @@ WG_AVX512 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
 
 }  // namespace
 
-bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (vector_isa() != VectorIsa::Avx512) return false;
   product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   return true;

@@ -21,7 +21,7 @@ namespace wg {
 // With beta == 0, C is only written (a NaN there does not come through).
 // Returns false, and touches nothing, where the CPU has no AVX-512 (the
 // caller then goes to BLAS). Any sizes; meant for small ones.
-bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 }  // namespace wg
