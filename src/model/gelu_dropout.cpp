@@ -51,25 +51,17 @@ inline __attribute__((always_inline)) double slope(double x) {
   return cdf<Fma>(x) + x * (0.39894228040143267794 * std::exp(-0.5 * x * x));
 }
 
-// Ranges are worked through in blocks of kBlock elements: with dropout,
-// first the block's mask factors (dropout_factors: 64-bit lanes) into a
-// buffer, then the GELU (32-bit lanes) reading them, loops that each
-// vectorise, where one loop mixing both did not.
-constexpr int64_t kBlock = kDropoutBlock;
-
-template <typename T>
-inline __attribute__((always_inline)) void mask_factors(T* f, int64_t n, int64_t first, uint64_t seed,
-                                                        uint32_t threshold, T scale) {
-  dropout_factors(seed, first, n, threshold, scale, f);
-}
-
+// Ranges are worked through in blocks of kDropoutBlock elements: with
+// dropout, first the block's mask factors (dropout_factors: 64-bit lanes)
+// into a buffer, then the GELU (32-bit lanes) reading them, loops that
+// each vectorise, where one loop mixing both did not.
 template <bool Fma, bool Mask, typename T>
 inline __attribute__((always_inline)) void forward_impl(const T* x, T* h, int64_t n, int64_t first, uint64_t seed,
                                                         uint32_t threshold, T scale) {
-  T factors[kBlock];
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t m = std::min(kBlock, n - b);
-    if constexpr (Mask) mask_factors(factors, m, first + b, seed, threshold, scale);
+  T factors[kDropoutBlock];
+  for (int64_t b = 0; b < n; b += kDropoutBlock) {
+    const int64_t m = std::min(kDropoutBlock, n - b);
+    if constexpr (Mask) dropout_factors(seed, first + b, m, threshold, scale, factors);
     const T* __restrict a = x + b;
     T* __restrict o = h + b;
     const T* __restrict f = factors;
@@ -86,10 +78,10 @@ inline __attribute__((always_inline)) void forward_impl(const T* x, T* h, int64_
 template <bool Fma, bool Mask, typename T>
 inline __attribute__((always_inline)) void backward_impl(const T* g, const T* x, T* out, int64_t n, int64_t first,
                                                          uint64_t seed, uint32_t threshold, T scale) {
-  T factors[kBlock];
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t m = std::min(kBlock, n - b);
-    if constexpr (Mask) mask_factors(factors, m, first + b, seed, threshold, scale);
+  T factors[kDropoutBlock];
+  for (int64_t b = 0; b < n; b += kDropoutBlock) {
+    const int64_t m = std::min(kDropoutBlock, n - b);
+    if constexpr (Mask) dropout_factors(seed, first + b, m, threshold, scale, factors);
     const T* __restrict a = x + b;
     const T* __restrict f = factors;
     if (g == out) {

@@ -103,7 +103,7 @@ WG_AVX512_INLINE void gather_panel(const float* b, int64_t ldb, int64_t j0, int6
                                    float* panel) {
   const int64_t ld = 16 * int64_t(vectors);
   for (int v = 0; v < vectors; ++v) {
-    const __mmask16 mask = v == vectors - 1 ? last : __mmask16(0xFFFF);
+    const __mmask16 mask = mask_of(v, vectors, last);
     const float* first = b + (j0 + 16 * v) * ldb;  // column 16 v's row of B
     if (ldb <= (int64_t(1) << 26)) {               // the lanes' offsets in int32
       const __m512i offsets = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
