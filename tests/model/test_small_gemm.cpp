@@ -65,7 +65,16 @@ std::vector<Shape> shapes() {
                                                                        {25, 65, 40},
                                                                        {19, 130, 9},
                                                                        {9, 20, 300},
-                                                                       {3, 48, 513}})
+                                                                       {3, 48, 513},
+                                                                       // a last tile of each height, under
+                                                                       // 1 to 4 vectors
+                                                                       {10, 40, 9},
+                                                                       {2, 30, 5},
+                                                                       {4, 33, 17},
+                                                                       {14, 64, 7},
+                                                                       {11, 50, 20},
+                                                                       {9, 60, 12},
+                                                                       {10, 56, 5}})
         out.push_back({ta, tb, m, n, k});
   return out;
 }
