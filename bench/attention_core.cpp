@@ -71,7 +71,7 @@ Case dense_case(const std::string& name, int64_t B, int64_t L, int64_t H, int64_
   c.fused_inputs = {{B, L, 3 * H * dh}};
   c.fused = [dropout, H](const std::vector<torch::Tensor>& t, bool in_place) {
     const Projections p = Projections::self(t[0], H);
-    if (in_place) return dense_attention(p, dropout, true, QkNorm{kQkNormEps, false});
+    if (in_place) return dense_attention(p, dropout, true, QkNorm{kQkNormEps});
     const auto [q, k, v] = p.split();
     return dense_attention(plain_layer_norm(q, kQkNormEps), plain_layer_norm(k, kQkNormEps), v, dropout, true);
   };
@@ -100,7 +100,7 @@ Case varlen_case(const std::string& name, std::vector<int64_t> lq, std::vector<i
                          : std::vector<std::vector<int64_t>>{{rq, 3 * H * dh}};
   c.fused = [seg, dropout, H, cross](const std::vector<torch::Tensor>& t, bool in_place) {
     const Projections p = cross ? Projections::cross(t[0], t[1], H) : Projections::self(t[0], H);
-    if (in_place) return varlen_attention(p, seg, dropout, true, QkNorm{kQkNormEps, false});
+    if (in_place) return varlen_attention(p, seg, dropout, true, QkNorm{kQkNormEps});
     const auto [q, k, v] = p.split();
     return varlen_attention(plain_layer_norm(q, kQkNormEps), plain_layer_norm(k, kQkNormEps), v, seg, dropout, true);
   };

@@ -43,15 +43,6 @@ torch::Tensor project_core(const torch::nn::Linear& proj, const torch::Tensor& c
   return output_linear(core_in, core, {proj->weight}, bias, saving);
 }
 
-// Whether the q/k norm keeps only its input (norming again in the core's
-// backward): in a lean layer, unless its core runs again in backward as
-// one call (`single_rerun`), which keeps its normed q and k instead: that
-// run is followed at once by its backward, and norming twice there would
-// buy no memory (the core's backward holds them either way). The
-// adapter's query slots are several calls run again together: each would
-// keep its own normed k, so they norm again.
-bool lean_qk_norm(Saving saving, bool single_rerun) { return saving == Saving::Lean && !single_rerun; }
-
 // Whether the core runs as one joint pass with its backward
 // (attention_core.h): where it runs again in a lean backward (rerun_core),
 // and in a recomputation's second run (Saving::Rerun), whose output
@@ -108,8 +99,8 @@ Projections SelfAttentionImpl::qkv(const torch::Tensor& x, const torch::Tensor& 
                            o_.num_heads);  // [..., 3·H·dh]
 }
 
-QkNorm SelfAttentionImpl::qk_norm(Saving saving, bool rerun_core) const {
-  return QkNorm{o_.qk_norm ? o_.norm_eps : 0.0, lean_qk_norm(saving, rerun_core)};
+QkNorm SelfAttentionImpl::qk_norm() const {
+  return QkNorm{o_.qk_norm ? o_.norm_eps : 0.0};
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
@@ -121,7 +112,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
                                                                      double((L % block) * (L % block)))
                                               : double(rows) * double(L);
   const bool rerun_core = saving == Saving::Lean && self_core_reruns(pairs, double(rows), o_.dim);
-  const QkNorm norm = qk_norm(saving, rerun_core);
+  const QkNorm norm = qk_norm();
   Prelude core = core_prelude(
       [H, block, dropout, norm](const torch::Tensor& qkv) {
         const Projections p = Projections::self(qkv, H);
@@ -146,7 +137,7 @@ torch::Tensor SelfAttentionImpl::forward_varlen(const torch::Tensor& x, const Va
   const double dropout = is_training() ? o_.dropout : 0.0;
   const bool rerun_core =
       saving == Saving::Lean && self_core_reruns(query_key_pairs(seg), double(x.numel() / x.size(-1)), o_.dim);
-  const QkNorm norm = qk_norm(saving, rerun_core);
+  const QkNorm norm = qk_norm();
   const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
   Prelude core = core_prelude(
       [H, segments, dropout, norm](const torch::Tensor& qkv) {
@@ -209,7 +200,7 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
                        2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)),
                        cross_core_frees(rows_q, kv_rows.defined() ? double(kv_rows.numel()) : 0.0, rows_k,
                                         double(inner)));
-  const QkNorm qk_norm{o_.qk_norm ? eps : 0.0, lean_qk_norm(saving, rerun_core && !o_.sliced_q)};
+  const QkNorm qk_norm{o_.qk_norm ? eps : 0.0};
   const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
   // The segments' keys and values are kv's rows, or its rows kv_rows (attention_core.h).
   const auto attend = [H, segments, dropout, qk_norm, kv_rows](const torch::Tensor& q, const torch::Tensor& kv) {

@@ -18,12 +18,13 @@
 //   gathered before the call), and outputs zero-filled only when some rows
 //   lie in no problem; backward gives one gradient per source, each slot's
 //   columns written in place;
-// - the q/k norm (head_norm.h) reads q and k in their slots and writes its
-//   backward into them;
+// - the q/k norm (head_norm.h) runs inside each tile (TileQK): it reads q
+//   and k in their slots into the tile's own buffers, and writes its
+//   backward into their gradients' slots; nothing normed outlives a tile;
 // - forward keeps the sources, the output and the log-sum-exp of each
-//   score row ([Rq, H]), and, normed and not lean, the normed q and k;
-//   backward recomputes the probabilities from them, and each score
-//   row's Σ dO · O per tile (8 fixed lanes);
+//   score row ([Rq, H]); backward norms q and k again, recomputes the
+//   probabilities from them, and each score row's Σ dO · O per tile (8
+//   fixed lanes);
 // - a tile's softmax, the probabilities made again from the lse, and the
 //   scores' gradient run row by row in place (softmax_rows.h), each a
 //   function of the row alone;
@@ -204,9 +205,10 @@ void tile_to_rows(const Problem& pr, const Tile& t, int64_t H, const T* from, T*
       to[(pr.q_first[size_t(i / H)] + j) * H + i % H] = *from++;
 }
 
-// The operands of one call as rows: q and k (normed where the norm runs),
+// The operands of one call as rows: q and k as the projections gave them,
 // v, the output and its rows' log-sum-exp ([R, H]); in backward also the
-// output's gradient and q's, k's and v's (written in place).
+// output's gradient and q's, k's and v's (written in place). norm_eps > 0:
+// q and k are normed per head inside each tile (TileQK).
 template <typename T>
 struct Operands {
   Rows<T> Q, K, V, O, dO, dQ, dK, dV;
@@ -214,6 +216,7 @@ struct Operands {
   int64_t H;
   T scale;
   double dropout;
+  double norm_eps;
   torch::TensorOptions options;
 };
 
@@ -227,16 +230,98 @@ T* key_rows(const Problem& pr, const Rows<T>& at, int64_t H, int64_t i) {
   return at.at(pr.k_first[size_t(i / H)], i % H);
 }
 
+// q and k as a tile's products read them: in their slots, or, with the
+// q/k norm, normed into the tile's own buffers ([items, rows, dh] of q,
+// [items, lk, dh] of k, each row's rstd beside them), which stay in the
+// core's cache and are dropped with the tile: nothing normed is kept
+// between forward and backward, and backward norms again. Each (row, head)
+// is normed alone (head_norm.h), so the values are those of norming the
+// whole call at once. The keys of an item cut into row blocks are normed
+// at its first block and kept for the next ones (Scratch). In backward the
+// tile's products write the normed rows' gradients into dqn and dkn, and
+// q's and k's gradients go back through the norm from there into their
+// slots: q's once the tile's dQ is made, k's once an item's last row block
+// has added its part (key_grads_done).
+template <typename T>
+struct TileQK {
+  struct Scratch {  // k's buffers, kept across an item's row blocks
+    std::vector<T> kn, k_rstd, dkn;
+  };
+  const Problem& pr;
+  const Tile& t;
+  const Operands<T>& a;
+  Scratch& keys;
+  std::vector<T> qn, q_rstd, dqn;
+
+  TileQK(const Problem& pr_, const Tile& t_, const Operands<T>& a_, Scratch& keys_)
+      : pr(pr_), t(t_), a(a_), keys(keys_) {
+    if (!normed()) return;
+    const int64_t dh = a.Q.dh, m = t.rows(), lk = pr.lk;
+    qn.resize(size_t(t.items() * m * dh));
+    q_rstd.resize(size_t(t.items() * m));
+    for (int64_t i = t.i0; i < t.i1; ++i)
+      head_norm_forward(query_rows(pr, a.Q, a.H, i, t.r0), a.Q.ld, m, int64_t(1), dh, a.norm_eps,
+                        qn.data() + (i - t.i0) * m * dh, q_rstd.data() + (i - t.i0) * m);
+    if (t.r0 > 0) return;  // the item's keys are normed already
+    keys.kn.resize(size_t(t.items() * lk * dh));
+    keys.k_rstd.resize(size_t(t.items() * lk));
+    for (int64_t i = t.i0; i < t.i1; ++i)
+      head_norm_forward(key_rows(pr, a.K, a.H, i), a.K.ld, lk, int64_t(1), dh, a.norm_eps,
+                        keys.kn.data() + (i - t.i0) * lk * dh, keys.k_rstd.data() + (i - t.i0) * lk);
+  }
+  bool normed() const { return a.norm_eps > 0; }
+  // Item i's query rows of the tile and its key rows, with their row stride.
+  const T* q(int64_t i) const {
+    return normed() ? qn.data() + (i - t.i0) * t.rows() * a.Q.dh : query_rows(pr, a.Q, a.H, i, t.r0);
+  }
+  int64_t q_ld() const { return normed() ? a.Q.dh : a.Q.ld; }
+  const T* k(int64_t i) const {
+    return normed() ? keys.kn.data() + (i - t.i0) * pr.lk * a.K.dh : key_rows(pr, a.K, a.H, i);
+  }
+  int64_t k_ld() const { return normed() ? a.K.dh : a.K.ld; }
+  // Where the products write the gradients of item i's (normed) q and k.
+  T* dq(int64_t i) {
+    if (!normed()) return query_rows(pr, a.dQ, a.H, i, t.r0);
+    if (dqn.empty()) dqn.resize(qn.size());
+    return dqn.data() + (i - t.i0) * t.rows() * a.Q.dh;
+  }
+  int64_t dq_ld() const { return normed() ? a.Q.dh : a.dQ.ld; }
+  T* dk(int64_t i) {
+    if (!normed()) return key_rows(pr, a.dK, a.H, i);
+    if (keys.dkn.size() != keys.kn.size()) keys.dkn.resize(keys.kn.size());
+    return keys.dkn.data() + (i - t.i0) * pr.lk * a.K.dh;
+  }
+  int64_t dk_ld() const { return normed() ? a.K.dh : a.dK.ld; }
+  // Back through the norm into q's slot (the tile's rows), and, after an
+  // item's last row block, into k's.
+  void q_grads_done() {
+    if (!normed()) return;
+    const int64_t dh = a.Q.dh, m = t.rows();
+    for (int64_t i = t.i0; i < t.i1; ++i)
+      head_norm_backward(dqn.data() + (i - t.i0) * m * dh, dh, qn.data() + (i - t.i0) * m * dh,
+                         q_rstd.data() + (i - t.i0) * m, m, int64_t(1), dh, query_rows(pr, a.dQ, a.H, i, t.r0),
+                         a.dQ.ld);
+  }
+  void key_grads_done() {
+    if (!normed() || t.r1 < pr.lq) return;
+    const int64_t dh = a.K.dh, lk = pr.lk;
+    for (int64_t i = t.i0; i < t.i1; ++i)
+      head_norm_backward(keys.dkn.data() + (i - t.i0) * lk * dh, dh, keys.kn.data() + (i - t.i0) * lk * dh,
+                         keys.k_rstd.data() + (i - t.i0) * lk, lk, int64_t(1), dh, key_rows(pr, a.dK, a.H, i),
+                         a.dK.ld);
+  }
+};
+
 // A tile's scores q kᵀ · scale: [items, rows, lk].
 template <typename T>
-torch::Tensor tile_scores(const Problem& pr, const Tile& t, const Operands<T>& a) {
+torch::Tensor tile_scores(const Problem& pr, const Tile& t, const Operands<T>& a, const TileQK<T>& qk) {
   const int64_t m = t.rows(), lk = pr.lk, size = m * lk;
   const bool small = small_products(pr, a.Q.dh);
   torch::Tensor S = torch::empty({t.items(), m, lk}, a.options);
   T* s = S.data_ptr<T>();  // s + (i - i0) · size: item i's scores
   products(t.i0, t.i1, m, lk, a.Q.dh, [&](int64_t i) {
-    mm<T>(small, false, true, m, lk, a.Q.dh, a.scale, query_rows(pr, a.Q, a.H, i, t.r0), a.Q.ld,
-          key_rows(pr, a.K, a.H, i), a.K.ld, T(0), s + (i - t.i0) * size, lk);
+    mm<T>(small, false, true, m, lk, a.Q.dh, a.scale, qk.q(i), qk.q_ld(), qk.k(i), qk.k_ld(), T(0),
+          s + (i - t.i0) * size, lk);
   });
   return S;
 }
@@ -271,11 +356,13 @@ void tile_row_dots(const Problem& pr, const Tile& t, const Operands<T>& a, T* to
 }
 
 // A tile's backward from its scores P: the probabilities again from lse,
-// then dV, dP, dS, dQ and dK into their rows. Each key row belongs to one
-// sequence, so dK and dV sum only over an item's row blocks (the first
-// block writes, the next ones add).
+// then dV, dP, dS, dQ and dK into their rows (through the norm's backward
+// where it runs). Each key row belongs to one sequence, so dK and dV sum
+// only over an item's row blocks (the first block writes, the next ones
+// add).
 template <typename T>
-void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, uint64_t seed) {
+void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, TileQK<T>& qk,
+                   uint64_t seed) {
   const int64_t m = t.rows(), lk = pr.lk, size = m * lk, dh = a.Q.dh, offset = (t.i0 * pr.lq + t.r0) * lk, H = a.H;
   const T add = t.r0 == 0 ? T(0) : T(1);  // dK, dV: the item's first row block writes, the next ones add
   const bool small = small_products(pr, dh);
@@ -303,13 +390,15 @@ void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Ope
   // dS / scale: the products below take the scale
   softmax_grad_rows(ds, P.data_ptr<T>(), t.items() * m, lk, stats.data());
   products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
-    mm<T>(small, false, false, m, dh, lk, a.scale, ds + (i - t.i0) * size, lk, key_rows(pr, a.K, H, i), a.K.ld, T(0),
-          query_rows(pr, a.dQ, H, i, t.r0), a.dQ.ld);
+    mm<T>(small, false, false, m, dh, lk, a.scale, ds + (i - t.i0) * size, lk, qk.k(i), qk.k_ld(), T(0), qk.dq(i),
+          qk.dq_ld());
   });
+  qk.q_grads_done();
   products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
-    mm<T>(small, true, false, lk, dh, m, a.scale, ds + (i - t.i0) * size, lk, query_rows(pr, a.Q, H, i, t.r0), a.Q.ld,
-          add, key_rows(pr, a.dK, H, i), a.dK.ld);
+    mm<T>(small, true, false, lk, dh, m, a.scale, ds + (i - t.i0) * size, lk, qk.q(i), qk.q_ld(), add, qk.dk(i),
+          qk.dk_ld());
   });
+  qk.key_grads_done();
 }
 
 // One problem, tile by tile: its forward; its backward; or both at once
@@ -318,14 +407,16 @@ void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Ope
 enum class Pass { Forward, Backward, Joint };
 template <typename T>
 void run_problem(Pass pass, const Problem& pr, const Operands<T>& a, uint64_t seed) {
+  typename TileQK<T>::Scratch keys;
   for_each_tile(pr.n() * a.H, pr.lq, pr.lk, int64_t(sizeof(T)), [&](const Tile& t) {
-    torch::Tensor P = tile_scores(pr, t, a);
-    if (pass == Pass::Backward) return tile_backward(pr, t, P, a, seed);
+    TileQK<T> qk(pr, t, a, keys);
+    torch::Tensor P = tile_scores(pr, t, a, qk);
+    if (pass == Pass::Backward) return tile_backward(pr, t, P, a, qk, seed);
     torch::Tensor S = pass == Pass::Joint ? P.clone() : torch::Tensor();
     tile_forward(pr, t, P, a, seed);
     if (pass != Pass::Joint) return;
     P = torch::Tensor();  // backward holds three score tiles, as it does alone
-    tile_backward(pr, t, S, a, seed);
+    tile_backward(pr, t, S, a, qk, seed);
   });
 }
 
@@ -342,28 +433,12 @@ struct Call : torch::CustomClassHolder {
   c10::intrusive_ptr<Problems> problems;
   Slot q, k, v;
   int64_t heads = 0, dh = 0;
-  double dropout = 0, qk_norm_eps = 0;
-  bool lean = false;  // with the q/k norm: keep the sources only, norm again in backward
-  bool norms() const { return qk_norm_eps > 0; }
+  double dropout = 0, qk_norm_eps = 0;  // qk_norm_eps 0: no q/k norm
 };
 
 template <typename T>
 Rows<T> slot_rows(const torch::Tensor& source, const Slot& s, int64_t dh) {
   return {source.data_ptr<T>() + s.col, source.stride(0), dh};
-}
-
-// q or k normed per head ([R, H, dh] contiguous) with its rows' rstd [R, H].
-struct Normed {
-  torch::Tensor rows, rstd;
-};
-Normed norm_slot(const torch::Tensor& source, const Slot& s, const Call& c) {
-  const int64_t R = source.size(0);
-  Normed n{torch::empty({R, c.heads, c.dh}, source.options()), torch::empty({R, c.heads}, source.options())};
-  AT_DISPATCH_FLOATING_TYPES(source.scalar_type(), "head norm", [&] {
-    head_norm_forward(source.data_ptr<scalar_t>() + s.col, source.stride(0), R, c.heads, c.dh, c.qk_norm_eps,
-                      n.rows.data_ptr<scalar_t>(), n.rstd.data_ptr<scalar_t>());
-  });
-  return n;
 }
 
 // A gradient every problem writes whole, or zeros when some rows lie in no problem.
@@ -385,26 +460,21 @@ std::vector<torch::Tensor> source_grads(const Call& c, const std::vector<torch::
 }
 
 // Runs `pass` over problems `list` of call c on its sources, list[i]
-// being the call's problem first + i (its dropout seed): q and k read
-// normed (qn, kn) where the norm runs; out [Rq, H, dh] and lse [Rq, H];
-// in backward d_out [Rq, H, dh] contiguous and the sources' gradients
-// (of the normed q and k: see norm_backward).
+// being the call's problem first + i (its dropout seed): out [Rq, H, dh]
+// and lse [Rq, H]; in backward d_out [Rq, H, dh] contiguous and the
+// sources' gradients (through the q/k norm where it runs: TileQK).
 void run_problems(Pass pass, const Call& c, const std::vector<Problem>& list, size_t first,
-                  const std::vector<torch::Tensor>& sources, const Normed& qn, const Normed& kn, const torch::Tensor& out,
-                  const torch::Tensor& lse, const torch::Tensor& d_out, const std::vector<torch::Tensor>& d_sources,
-                  uint64_t seed) {
+                  const std::vector<torch::Tensor>& sources, const torch::Tensor& out, const torch::Tensor& lse,
+                  const torch::Tensor& d_out, const std::vector<torch::Tensor>& d_sources, uint64_t seed) {
   const torch::Tensor &qs = sources[c.q.src], &ks = sources[c.k.src], &vs = sources[c.v.src];
   const int64_t dh = c.dh;
   AT_DISPATCH_FLOATING_TYPES(qs.scalar_type(), "attention", [&] {
     using Rs = Rows<scalar_t>;
-    const auto in = [&](const Normed& normed, const torch::Tensor& source, const Slot& s) {
-      return c.norms() ? rows_view<scalar_t>(normed.rows) : slot_rows<scalar_t>(source, s, dh);
-    };
     const auto grad = [&](const Slot& s) {
       return pass == Pass::Forward ? Rs{nullptr, 0, dh} : slot_rows<scalar_t>(d_sources[s.src], s, dh);
     };
-    const Operands<scalar_t> a{in(qn, qs, c.q),
-                               in(kn, ks, c.k),
+    const Operands<scalar_t> a{slot_rows<scalar_t>(qs, c.q, dh),
+                               slot_rows<scalar_t>(ks, c.k, dh),
                                slot_rows<scalar_t>(vs, c.v, dh),
                                rows_view<scalar_t>(out),
                                pass == Pass::Forward ? Rs{nullptr, 0, dh} : rows_view<scalar_t>(d_out),
@@ -415,6 +485,7 @@ void run_problems(Pass pass, const Call& c, const std::vector<Problem>& list, si
                                c.heads,
                                scalar_t(1.0 / std::sqrt(double(dh))),
                                c.dropout,
+                               c.qk_norm_eps,
                                qs.options()};
     for_each_problem(int64_t(list.size()), [&](int64_t i) {
       run_problem(pass, list[size_t(i)], a, problem_seed(seed, int64_t(first) + i));
@@ -422,48 +493,17 @@ void run_problems(Pass pass, const Call& c, const std::vector<Problem>& list, si
   });
 }
 
-// Back through the q/k norm (normed: q or k as normed in slot s of a
-// source), in place in that source's gradient's columns.
-void norm_backward(const Call& c, const Normed& normed, const Slot& s, const torch::Tensor& d_source) {
-  AT_DISPATCH_FLOATING_TYPES(d_source.scalar_type(), "head norm backward", [&] {
-    scalar_t* d = d_source.data_ptr<scalar_t>() + s.col;
-    const int64_t ld = d_source.stride(0);
-    head_norm_backward(d, ld, normed.rows.data_ptr<scalar_t>(), normed.rstd.data_ptr<scalar_t>(), normed.rows.size(0),
-                       c.heads, c.dh, d, ld);
-  });
-}
-
-// Runs `pass` over every problem of call c (run_problems), then in
-// backward back through the norms.
-void run_call(Pass pass, const Call& c, const std::vector<torch::Tensor>& sources, const Normed& qn, const Normed& kn,
-              const torch::Tensor& out, const torch::Tensor& lse, const torch::Tensor& d_out,
-              const std::vector<torch::Tensor>& d_sources, uint64_t seed) {
-  run_problems(pass, c, c.problems->list, 0, sources, qn, kn, out, lse, d_out, d_sources, seed);
-  if (pass == Pass::Forward || !c.norms()) return;
-  norm_backward(c, qn, c.q, d_sources[c.q.src]);
-  norm_backward(c, kn, c.k, d_sources[c.k.src]);
-}
-
-// What a forward (and a joint pass) starts from: q and k normed where the
-// norm runs, the output [Rq, H, dh] and lse [Rq, H] (rows in no problem:
-// 0, and an lse never read), and the dropout seed, drawn last from the CPU
-// generator, so that a joint pass after the generators are restored
-// draws the forward's seed.
+// What a forward (and a joint pass) starts from: the output [Rq, H, dh]
+// and lse [Rq, H] (rows in no problem: 0, and an lse never read), and the
+// dropout seed, drawn last from the CPU generator, so that a joint pass
+// after the generators are restored draws the forward's seed.
 struct Started {
-  Normed qn, kn;
   torch::Tensor out, lse;
   uint64_t seed = 0;
 };
-// (KNorm::Elsewhere: k is normed by the caller, as a gathered joint pass
-// does range by range.)
-enum class KNorm { Here, Elsewhere };
-Started start(const Call& c, const std::vector<torch::Tensor>& sources, KNorm k_norm = KNorm::Here) {
+Started start(const Call& c, const std::vector<torch::Tensor>& sources) {
   Started r;
   const torch::Tensor& qs = sources[c.q.src];
-  if (c.norms()) {
-    r.qn = norm_slot(qs, c.q, c);
-    if (k_norm == KNorm::Here) r.kn = norm_slot(sources[c.k.src], c.k, c);
-  }
   r.out = written_whole({qs.size(0), c.heads, c.dh}, qs.options(), c.problems->covers_all);
   r.lse = torch::empty({qs.size(0), c.heads}, qs.options());
   r.seed = c.dropout > 0 ? draw_dropout_seed() : 0;
@@ -471,18 +511,18 @@ Started start(const Call& c, const std::vector<torch::Tensor>& sources, KNorm k_
 }
 
 // Inputs: the sources ([R, W] rows, each column block of H·dh a slot);
-// output [Rq, H, dh]. Keeps the sources, the output, each row's
-// log-sum-exp and (q/k norm, not lean) the normed q and k; backward
-// returns one gradient per source, q, k and v written into their columns.
+// output [Rq, H, dh]. Keeps the sources, the output and each row's
+// log-sum-exp (q and k are normed again in backward, tile by tile);
+// backward returns one gradient per source, q, k and v written into
+// their columns.
 struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Call>& call, at::TensorList sources) {
     const Call& c = *call;
     const std::vector<torch::Tensor> in(sources.begin(), sources.end());
     const Started r = start(c, in);
-    run_call(Pass::Forward, c, in, r.qn, r.kn, r.out, r.lse, {}, {}, r.seed);
+    run_problems(Pass::Forward, c, c.problems->list, 0, in, r.out, r.lse, {}, {}, r.seed);
     variable_list keep(sources.begin(), sources.end());
     keep.insert(keep.end(), {r.out, r.lse});
-    if (c.norms() && !c.lean) keep.insert(keep.end(), {r.qn.rows, r.qn.rstd, r.kn.rows, r.kn.rstd});
     ctx->save_for_backward(keep);
     ctx->saved_data["call"] = c10::IValue::make_capsule(call);
     ctx->saved_data["seed"] = int64_t(r.seed);
@@ -494,18 +534,12 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     const Call& c = *call;
     const uint64_t seed = uint64_t(ctx->saved_data["seed"].toInt());
     const variable_list saved = ctx->get_saved_variables();
-    const size_t n = saved.size() - (c.norms() && !c.lean ? 6 : 2);  // the sources
+    const size_t n = saved.size() - 2;  // the sources
     const std::vector<torch::Tensor> sources(saved.begin(), saved.begin() + long(n));
     const torch::Tensor &out = saved[n], &lse = saved[n + 1];
-    Normed qn, kn;  // the normed q and k: kept, or made again
-    if (c.norms()) {
-      qn = c.lean ? norm_slot(sources[c.q.src], c.q, c) : Normed{saved[n + 2], saved[n + 3]};
-      kn = c.lean ? norm_slot(sources[c.k.src], c.k, c) : Normed{saved[n + 4], saved[n + 5]};
-    }
-    // dQ and dK (of the normed rows, with the norm) go into the sources'
-    // columns, then back through the norm in place.
     const std::vector<torch::Tensor> d_sources = source_grads(c, sources);
-    run_call(Pass::Backward, c, sources, qn, kn, out, lse, grads[0].detach().contiguous(), d_sources, seed);
+    run_problems(Pass::Backward, c, c.problems->list, 0, sources, out, lse, grads[0].detach().contiguous(), d_sources,
+                 seed);
     variable_list result{torch::Tensor()};  // the call
     result.insert(result.end(), d_sources.begin(), d_sources.end());
     return result;
@@ -519,18 +553,17 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> run_joint(const Call& c, co
                                                                const torch::Tensor& d_out) {
   const Started r = start(c, sources);
   std::vector<torch::Tensor> d_sources = source_grads(c, sources);
-  run_call(Pass::Joint, c, sources, r.qn, r.kn, r.out, r.lse, d_out.contiguous(), d_sources, r.seed);
+  run_problems(Pass::Joint, c, c.problems->list, 0, sources, r.out, r.lse, d_out.contiguous(), d_sources, r.seed);
   return {r.out, std::move(d_sources)};
 }
 
 // run_joint for a cross-attention whose keys and values are rows kv_rows
 // of kv (q [Rq, H·dh], kv [Rkv, 2·H·dh]; slots q {0, 0}, k {1, 0}, v {1,
 // H·dh}), the problems cut at ranges of segments: range by range, its rows
-// gathered (and k normed), its problems run with their seeds in the whole
-// call, back through k's norm, and the range's gradient summed into kv's
-// rows in kv_rows' order (as index_select's backward sums, one index_add_
-// after another); then back through q's norm. Returns the output and the
-// gradients of q and kv.
+// gathered, its problems run with their seeds in the whole call, and the
+// range's gradient summed into kv's rows in kv_rows' order (as
+// index_select's backward sums, one index_add_ after another). Returns the
+// output and the gradients of q and kv.
 std::pair<torch::Tensor, std::vector<torch::Tensor>> run_joint_gathered(const Call& c, const torch::Tensor& q,
                                                                         const torch::Tensor& kv,
                                                                         const torch::Tensor& kv_rows,
@@ -538,14 +571,13 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> run_joint_gathered(const Ca
   const std::vector<KeyRange>& ranges = c.problems->ranges;
   TORCH_INTERNAL_ASSERT(ranges.empty() ? c.problems->list.empty() : ranges.back().end == c.problems->list.size(),
                         "gathered joint pass: the problems were not formed range by range");
-  const Started r = start(c, {q, kv}, KNorm::Elsewhere);
+  const Started r = start(c, {q, kv});
   const torch::Tensor d_o = d_out.contiguous();
   const torch::Tensor d_q = written_whole(q.sizes(), q.options(), c.problems->covers_all);
   const torch::Tensor d_kv = torch::zeros(kv.sizes(), kv.options());
   for (const KeyRange& range : ranges) {
     const torch::Tensor ids = kv_rows.slice(0, range.k_begin, range.k_end);  // the range's rows of kv
     const torch::Tensor kv_range = kv.index_select(0, ids);
-    const Normed kn = c.norms() ? norm_slot(kv_range, c.k, c) : Normed{};
     const torch::Tensor d_range = written_whole(kv_range.sizes(), kv_range.options(), c.problems->covers_all);
     std::vector<Problem> list(c.problems->list.begin() + long(range.first), c.problems->list.begin() + long(range.end));
     for (Problem& pr : list)
@@ -554,12 +586,9 @@ std::pair<torch::Tensor, std::vector<torch::Tensor>> run_joint_gathered(const Ca
         TORCH_INTERNAL_ASSERT(k >= 0 && k + pr.lk <= kv_range.size(0),
                               "gathered joint pass: a problem spans two ranges");
       }
-    run_problems(Pass::Joint, c, list, range.first, {q, kv_range}, r.qn, kn, r.out, r.lse, d_o, {d_q, d_range},
-                 r.seed);
-    if (c.norms()) norm_backward(c, kn, c.k, d_range);
+    run_problems(Pass::Joint, c, list, range.first, {q, kv_range}, r.out, r.lse, d_o, {d_q, d_range}, r.seed);
     d_kv.index_add_(0, ids, d_range);
   }
-  if (c.norms()) norm_backward(c, r.qn, c.q, d_q);
   return {r.out, {d_q, d_kv}};
 }
 
@@ -584,7 +613,6 @@ c10::intrusive_ptr<Call> make_call(Slot q, Slot k, Slot v, int64_t heads, int64_
   call->dh = dh;
   call->dropout = dropout;
   call->qk_norm_eps = norm.eps;
-  call->lean = norm.lean;
   return call;
 }
 

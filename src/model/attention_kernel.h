@@ -50,7 +50,7 @@ struct Problems : torch::CustomClassHolder {
 // A cross-attention's keys and values gathered (Projections::kv_rows) are
 // cut into ranges of segments of about this many bytes of gathered rows
 // (at least one segment a range), in every mode: a joint pass holds one
-// range's rows, their gradient and its normed k at once
+// range's rows and their gradient at once
 // (varlen_attention_joint).
 constexpr int64_t kGatherRangeBytes = int64_t(2) << 20;
 

@@ -171,7 +171,7 @@ TEST(AttentionCore, JointPassIsTheForwardAndBackwardBitForBit) {
   const std::vector<int64_t> lq = {0, 1, 5, 700, 9, 3}, lk = {2, 1, 5, 700, 9, 0};
   const VarlenSegments self_seg = VarlenSegments::from_lengths(lq, lq, torch::kCPU),
                        cross_seg = VarlenSegments::from_lengths(lq, lk, torch::kCPU);
-  const QkNorm norm{1e-5, false};
+  const QkNorm norm{1e-5};
   for (const double dropout : {0.0, 0.2}) {
     const auto check = [&](const char* name, const Projections& p, const std::function<torch::Tensor(const Projections&)>& forward,
                            const std::function<CoreJoint(const Projections&, const torch::Tensor&)>& joint) {
@@ -228,7 +228,7 @@ TEST(AttentionCore, GatheredKeysJointPassRangeByRange) {
   ASSERT_GT(total(lk) * 2 * inner * 4, 3 * (int64_t(2) << 20));  // several ranges
   const torch::Tensor q0 = torch::randn({total(lq), inner}), kv0 = torch::randn({sources, 2 * inner}),
                       kv_rows = torch::randint(sources, {total(lk)}, torch::kInt64);
-  const QkNorm norm{1e-5, false};
+  const QkNorm norm{1e-5};
   for (const double dropout : {0.0, 0.2}) {
     SCOPED_TRACE("dropout " + std::to_string(dropout));
     std::vector<std::vector<torch::Tensor>> runs;  // output, d_q, d_kv: gathered in the core, gathered first
@@ -300,6 +300,14 @@ TEST(AttentionCore, LongSequencesInRowBlocks) {
     const Grads got = run([](auto& a, auto& b, auto& c) { return dense_attention(a, b, c, 0.0, true); }, q, k, v, g);
     const Grads want = run([](auto& a, auto& b, auto& c) { return plain_dense_attention(a, b, c, 0.0, true); }, q, k, v, g);
     expect_close(got, want, dtype == torch::kFloat64 ? 1e-12 : 1e-5);
+    // with the q/k norm: each block norms its query rows, the first one
+    // the keys, and k's gradient goes back through the norm after the last
+    const auto norm = [](const torch::Tensor& t) { return torch::layer_norm(t, {t.size(-1)}, {}, {}, 1e-5); };
+    const Grads normed = run([](auto& a, auto& b, auto& c) { return dense_attention(a, b, c, 0.0, true, QkNorm{1e-5}); },
+                             q, k, v, g);
+    const Grads normed_want = run(
+        [&](auto& a, auto& b, auto& c) { return plain_dense_attention(norm(a), norm(b), c, 0.0, true); }, q, k, v, g);
+    expect_close(normed, normed_want, dtype == torch::kFloat64 ? 1e-12 : 1e-5);
   }
   const auto opt = torch::TensorOptions().dtype(torch::kFloat64);
   const int64_t L = 300;
@@ -328,7 +336,7 @@ TEST(AttentionCore, LongSequencesInRowBlocks) {
 
 // q, k and v read where the fused projections leave them (Projections):
 // self-attention's [.., 3·H·dh], cross-attention's q and [.., 2·H·dh] kv,
-// with and without the q/k norm, kept or normed again (lean); output and
+// with and without the q/k norm (taken inside the kernel's tiles); output and
 // the projections' gradients equal the reference on split views, normed by
 // LibTorch's layer norm.
 TEST(AttentionCore, ProjectionsReadInPlaceEqualTheSplitReference) {
@@ -345,9 +353,8 @@ TEST(AttentionCore, ProjectionsReadInPlaceEqualTheSplitReference) {
     const auto o = torch::TensorOptions().dtype(dtype);
     const torch::Tensor packed = torch::randn({total(lq), 3 * inner}, o), q_rows = torch::randn({total(lq), inner}, o),
                         kv_rows = torch::randn({total(lk), 2 * inner}, o), dense = torch::randn({2, 11, 3 * inner}, o);
-    for (const QkNorm norm : {QkNorm{}, QkNorm{1e-5, false}, QkNorm{1e-5, true}}) {
-      SCOPED_TRACE(std::string(dtype == torch::kFloat64 ? "double" : "float") + " eps " + std::to_string(norm.eps) +
-                   (norm.lean ? " lean" : ""));
+    for (const QkNorm norm : {QkNorm{}, QkNorm{1e-5}}) {
+      SCOPED_TRACE(std::string(dtype == torch::kFloat64 ? "double" : "float") + " eps " + std::to_string(norm.eps));
       // fn(leaves) -> output, with the leaves' gradients from a fixed output gradient.
       const auto grads = [](const std::vector<torch::Tensor>& inputs, const auto& fn) {
         std::vector<torch::Tensor> leaves;

@@ -64,7 +64,7 @@ class SelfAttentionImpl : public torch::nn::Module {
   Prelude pre_norm(const torch::Tensor& aux, Saving saving);
   // q, k, v side by side [..., 3·H·dh] (before the q/k norm) from x [..., d].
   Projections qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving);
-  QkNorm qk_norm(Saving saving, bool rerun_core) const;
+  QkNorm qk_norm() const;
   AttentionOptions o_;
   AdaLayerNorm lnorm_{nullptr};
   torch::nn::Linear proj_heads_q{nullptr}, proj_heads_k{nullptr}, proj_heads_v{nullptr}, proj_out{nullptr};

@@ -39,13 +39,11 @@ struct VarlenSegments {
 
 // The per-head layer norm of q and k (no affine parameters) taken inside
 // the core: eps 0 for none. On the CPU the kernel norms them itself
-// (head_norm.h), where they lie; with lean it keeps q and k as given and
-// norms them again in backward, otherwise it keeps the normed q and k.
-// The result is the same either way. Off the CPU LibTorch's layer norm
-// runs before the reference.
+// (head_norm.h) tile by tile, and again in backward: it keeps q and k
+// only as given. Off the CPU LibTorch's layer norm runs before the
+// reference.
 struct QkNorm {
   double eps = 0;
-  bool lean = false;
 };
 
 // softmax(q kᵀ · scale) v per segment, with probability dropout. A segment
@@ -104,7 +102,7 @@ torch::Tensor block_local_attention(const Projections& p, int64_t block, const Q
 // are the autograd backward's, bit for bit. The CPU kernel only
 // (attention_kernel_runs_on); dropout as training drew it (its seed drawn
 // from the CPU generator as the forward drew it: restore the generator
-// first); with the norm kept (QkNorm::lean is read as false). d_kv is
+// first). d_kv is
 // kv's gradient; with kv_rows, the pass holds the gathered keys and
 // values, and their gradient, of one range of segments at a time (about
 // 2 MiB of them, the ranges the forward's problems were cut at), and sums
