@@ -99,9 +99,7 @@ Projections SelfAttentionImpl::qkv(const torch::Tensor& x, const torch::Tensor& 
                            o_.num_heads);  // [..., 3·H·dh]
 }
 
-QkNorm SelfAttentionImpl::qk_norm() const {
-  return QkNorm{o_.qk_norm ? o_.norm_eps : 0.0};
-}
+QkNorm SelfAttentionImpl::qk_norm() const { return QkNorm{o_.qk_norm ? o_.norm_eps : 0.0}; }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
   const int64_t H = o_.num_heads, block = o_.block;

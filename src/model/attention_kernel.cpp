@@ -307,8 +307,7 @@ struct TileQK {
     const int64_t dh = a.K.dh, lk = pr.lk;
     for (int64_t i = t.i0; i < t.i1; ++i)
       head_norm_backward(keys.dkn.data() + (i - t.i0) * lk * dh, dh, keys.kn.data() + (i - t.i0) * lk * dh,
-                         keys.k_rstd.data() + (i - t.i0) * lk, lk, int64_t(1), dh, key_rows(pr, a.dK, a.H, i),
-                         a.dK.ld);
+                         keys.k_rstd.data() + (i - t.i0) * lk, lk, int64_t(1), dh, key_rows(pr, a.dK, a.H, i), a.dK.ld);
   }
 };
 

@@ -113,17 +113,21 @@ TEST(AttentionCore, TheSameResultOnOneThreadAsOnTwo) {
   const torch::Tensor q = torch::randn({total(lens), 2, 8}), k = torch::randn({total(lens), 2, 8}),
                       v = torch::randn({total(lens), 2, 8}), g = torch::randn({total(lens), 2, 8});
   const int threads = at::get_num_threads();
-  std::vector<Grads> runs;
-  for (const int n : {1, 2}) {
-    at::set_num_threads(n);
-    torch::manual_seed(9);  // the same dropout seed
-    runs.push_back(run([&](auto& a, auto& b, auto& c) { return varlen_attention(a, b, c, seg, 0.3, true); }, q, k, v, g));
+  for (const QkNorm norm : {QkNorm{}, QkNorm{1e-5}}) {  // with the q/k norm: normed in the tiles, on either thread
+    SCOPED_TRACE(norm.eps);
+    std::vector<Grads> runs;
+    for (const int n : {1, 2}) {
+      at::set_num_threads(n);
+      torch::manual_seed(9);  // the same dropout seed
+      runs.push_back(
+          run([&](auto& a, auto& b, auto& c) { return varlen_attention(a, b, c, seg, 0.3, true, norm); }, q, k, v, g));
+    }
+    at::set_num_threads(threads);
+    EXPECT_TRUE(torch::equal(runs[0].out, runs[1].out));
+    EXPECT_TRUE(torch::equal(runs[0].dq, runs[1].dq));
+    EXPECT_TRUE(torch::equal(runs[0].dk, runs[1].dk));
+    EXPECT_TRUE(torch::equal(runs[0].dv, runs[1].dv));
   }
-  at::set_num_threads(threads);
-  EXPECT_TRUE(torch::equal(runs[0].out, runs[1].out));
-  EXPECT_TRUE(torch::equal(runs[0].dq, runs[1].dq));
-  EXPECT_TRUE(torch::equal(runs[0].dk, runs[1].dk));
-  EXPECT_TRUE(torch::equal(runs[0].dv, runs[1].dv));
 }
 
 TEST(AttentionCore, DropoutBackwardDrawsTheForwardsMasks) {
@@ -303,8 +307,8 @@ TEST(AttentionCore, LongSequencesInRowBlocks) {
     // with the q/k norm: each block norms its query rows, the first one
     // the keys, and k's gradient goes back through the norm after the last
     const auto norm = [](const torch::Tensor& t) { return torch::layer_norm(t, {t.size(-1)}, {}, {}, 1e-5); };
-    const Grads normed = run([](auto& a, auto& b, auto& c) { return dense_attention(a, b, c, 0.0, true, QkNorm{1e-5}); },
-                             q, k, v, g);
+    const Grads normed =
+        run([](auto& a, auto& b, auto& c) { return dense_attention(a, b, c, 0.0, true, QkNorm{1e-5}); }, q, k, v, g);
     const Grads normed_want = run(
         [&](auto& a, auto& b, auto& c) { return plain_dense_attention(norm(a), norm(b), c, 0.0, true); }, q, k, v, g);
     expect_close(normed, normed_want, dtype == torch::kFloat64 ? 1e-12 : 1e-5);

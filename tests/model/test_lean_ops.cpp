@@ -240,8 +240,10 @@ TEST(LeanOps, QkNormInsideTheKernelIsBitIdentical) {
   torch::manual_seed(9);
   const VarlenSegments seg = VarlenSegments::from_lengths({3, 0, 5, 1, 5}, {4, 2, 5, 1, 5}, torch::kCPU);
   const torch::Tensor q = torch::randn({14, 2, 8}), k = torch::randn({17, 2, 8}), v = torch::randn({17, 2, 8});
-  const torch::Tensor qd = torch::randn({2, 10, 2, 8}), kd = torch::randn({2, 10, 2, 8}), vd = torch::randn({2, 10, 2, 8});
-  const torch::Tensor ql = torch::randn({1, 400, 2, 8}), kl = torch::randn({1, 400, 2, 8}), vl = torch::randn({1, 400, 2, 8});
+  const torch::Tensor qd = torch::randn({2, 10, 2, 8}), kd = torch::randn({2, 10, 2, 8}),
+                      vd = torch::randn({2, 10, 2, 8});
+  const torch::Tensor ql = torch::randn({1, 400, 2, 8}), kl = torch::randn({1, 400, 2, 8}),
+                      vl = torch::randn({1, 400, 2, 8});
   const double eps = 1e-5;
   // t [..., H, dh] normed per (row, head) as the kernel norms it
   const auto normed = [eps](const torch::Tensor& t) {
@@ -251,14 +253,17 @@ TEST(LeanOps, QkNormInsideTheKernelIsBitIdentical) {
     head_norm_forward(x.data_ptr<float>(), H * dh, rows, H, dh, eps, y.data_ptr<float>(), rstd.data());
     return y;
   };
-  using Attend = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
-                                             const QkNorm&)>;
+  using Attend =
+      std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, const QkNorm&)>;
   const std::vector<std::tuple<const char*, Attend, std::vector<torch::Tensor>>> cases = {
-      {"varlen", [&](auto& a, auto& b, auto& c, const QkNorm& n) { return varlen_attention(a, b, c, seg, 0.0, true, n); },
+      {"varlen",
+       [&](auto& a, auto& b, auto& c, const QkNorm& n) { return varlen_attention(a, b, c, seg, 0.0, true, n); },
        {q, k, v}},
-      {"dense", [&](auto& a, auto& b, auto& c, const QkNorm& n) { return dense_attention(a, b, c, 0.0, true, n); },
+      {"dense",
+       [&](auto& a, auto& b, auto& c, const QkNorm& n) { return dense_attention(a, b, c, 0.0, true, n); },
        {qd, kd, vd}},
-      {"block-local", [&](auto& a, auto& b, auto& c, const QkNorm& n) { return block_local_attention(a, b, c, 4, n); },
+      {"block-local",
+       [&](auto& a, auto& b, auto& c, const QkNorm& n) { return block_local_attention(a, b, c, 4, n); },
        {qd, kd, vd}},
       {"dense, in row blocks",
        [&](auto& a, auto& b, auto& c, const QkNorm& n) { return dense_attention(a, b, c, 0.0, true, n); },
