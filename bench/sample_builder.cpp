@@ -33,6 +33,7 @@
 #include "wg/data/anemoi_reader.h"
 #include "wg/io/zarr.h"
 #include "wg/util/dates.h"
+#include "wg/util/side_thread.h"
 
 namespace {
 
@@ -175,12 +176,14 @@ int main(int argc, char** argv) {
     targets += reused.streams[0].targets[0].num_points();
   });
 
-  // `threads` loader threads, each building every threads-th sample.
+  // `threads` loader threads, each building every threads-th sample; off
+  // OpenMP's binding of the first thread, as BatchLoader's workers are.
   std::atomic<int64_t> next{0};
   const auto t0 = Clock::now();
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&] {
+      (void)wg::unbind_side_thread();
       wg::BuiltSample out;
       for (int64_t i; (i = next.fetch_add(1)) < 2 * n;) builder.sample(i, 1, out);
     });

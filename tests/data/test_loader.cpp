@@ -1,6 +1,7 @@
 // The batch loader: the batches equal the dataset's, in any request order;
 // producer exceptions reach next(); production stays bounded and stops
-// promptly; the wait is measured and prefetching hides a slow producer.
+// promptly; the wait is measured and prefetching hides a slow producer;
+// workers leave OpenMP's binding of the first thread.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "../common/openmp_places.h"
 #include "../common/tiny_config.h"
 #include "wg/data/loader.h"
 
@@ -177,6 +179,25 @@ TEST(BatchLoader, RejectsBadSettings) {
   const auto produce = [](int64_t step) { return marked(step); };
   EXPECT_THROW(BatchLoader(produce, 10, -1, 2), std::invalid_argument);
   EXPECT_THROW(BatchLoader(produce, 10, 2, 0), std::invalid_argument);
+}
+
+// Under OMP_PROC_BIND every worker would inherit the training thread's one
+// CPU (side_thread.h); they run on every CPU of OpenMP's places instead.
+TEST(UnderOpenMpBinding, LoaderWorkersRunOnEveryPlace) {
+  if (const char* why = test::no_openmp_binding_here()) GTEST_SKIP() << why;
+  std::mutex mu;
+  std::vector<std::set<int>> seen;
+  BatchLoader loader(
+      [&](int64_t) {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.push_back(test::thread_cpus());
+        return BuiltBatch{};
+      },
+      6, 2, 1);
+  for (int64_t step = 0; step < 6; ++step) loader.next(step);
+  ASSERT_EQ(seen.size(), 6u);
+  for (const auto& cpus : seen) EXPECT_EQ(cpus, test::openmp_place_cpus());
+  EXPECT_LT(test::thread_cpus().size(), test::openmp_place_cpus().size()) << "the training thread keeps its binding";
 }
 
 }  // namespace
