@@ -228,6 +228,8 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
   m.model_flops = m.skipped ? flops.forward() : flops.step(plan_);
   m.peak_flops = peak_flops_;
   if (ema_) ema_->update(params_, step);  // also after a skipped step, as upstream
+  // The kernels still queued (AdamW's, the average's) belong to this step's time.
+  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
   const MemorySnapshot mem = memory_snapshot(device_name_);
   m.peak_bytes = mem.peak_bytes;
   m.peak_reserved_bytes = mem.reserved_peak_bytes;
