@@ -12,7 +12,13 @@
 #      upstream's default_config, healpix_level 5, an ERA5-shaped stream)
 #      per recomputation mode: median step time, peak reserved memory, MFU
 #      (model FLOPs against the H200's bf16 data-sheet peak), as a table and
-#      JSON in $OUT (or build-gpu/out).
+#      JSON in $OUT (or build-gpu/out);
+#   5. runs the same model against its PyTorch twin on the same GPU
+#      (bench_vs_pytorch --device cuda: the same weights and batch on both
+#      sides, bf16 autocast on both, the twin's attention through torch's
+#      scaled_dot_product_attention): step time, the step's and the reserved
+#      peaks, and MFU per mode, as a table (vs_twin.log) and vs_twin_gpu.json.
+# At most 8 files come back from $OUT: it gets 7.
 # Where there is no GPU it says so and exits 0. Aimed at 8 minutes on an H200.
 #   bench/gpu/run.sh [--no-build] [--modes none,selective,full] [--steps N]
 set -uo pipefail
@@ -20,7 +26,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 out="${OUT:-$root/build-gpu/out}"
 modes="none,selective,full"
-steps=8
+steps=6
 build=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -71,10 +77,11 @@ fi
 if [[ $build == 1 ]]; then
   log "configure (LibTorch: $torch_prefix; NCCL: ${nccl_dir:-toolkit})"
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" \
-    -DCMAKE_CUDA_ARCHITECTURES=90 "${nccl_args[@]}" > "$out/configure.log" 2>&1 ||
-    { tail -40 "$out/configure.log"; echo "configure failed (full log: $out/configure.log)"; exit 1; }
+    -DCMAKE_CUDA_ARCHITECTURES=90 "${nccl_args[@]}" > "$out/build.log" 2>&1 ||
+    { tail -40 "$out/build.log"; echo "configure failed (full log: $out/build.log)"; exit 1; }
   log "build"
-  cmake --build build-gpu -j "$(nproc)" --target wgtrain wg_tests_model wg_tests_dist > "$out/build.log" 2>&1 ||
+  cmake --build build-gpu -j "$(nproc)" --target wgtrain wg_tests_model wg_tests_dist bench_vs_pytorch \
+    >> "$out/build.log" 2>&1 ||
     { grep -E "error|Error" "$out/build.log" | head -40; echo "build failed (full log: $out/build.log)"; exit 1; }
 fi
 
@@ -93,15 +100,19 @@ grep -q "SKIPPED" "$out/tests_nccl.log" && { echo "the NCCL test skipped: this b
 # 4. the benchmark: one short run per mode (steps after the first two are timed)
 log "benchmark: $modes, $steps steps each"
 IFS=, read -ra mode_list <<< "$modes"
+: > "$out/bench_wgtrain.log"
 for m in "${mode_list[@]}"; do
   rm -rf "build-gpu/bench_runs/$m"
   sections=()
   for s in embed ae_local ae_adapter ae_aggregation ae_global forecast pred; do
     sections+=(--set "gradient_checkpointing.$s=$m")
   done
+  mode_log="build-gpu/bench_runs/$m.log"
+  mkdir -p build-gpu/bench_runs
   timeout 150 build-gpu/wgtrain --config config/gpu_bench.yml --set run_root=build-gpu/bench_runs --set run_id="$m" \
-    "${sections[@]}" --set samples_per_mini_epoch="$steps" > "$out/bench_$m.log" 2>&1 ||
-    { echo "mode $m failed:"; tail -15 "$out/bench_$m.log"; rc=1; }
+    "${sections[@]}" --set samples_per_mini_epoch="$steps" > "$mode_log" 2>&1 ||
+    { echo "mode $m failed:"; tail -15 "$mode_log"; rc=1; }
+  { echo "==== mode $m"; cat "$mode_log"; } >> "$out/bench_wgtrain.log"
 done
 $py - "$out" "${mode_list[@]}" <<'PY'
 import json, statistics, sys
@@ -126,5 +137,17 @@ for r in rows:
 json.dump({"benchmark": "gpu step per recomputation mode", "config": "config/gpu_bench.yml", "modes": rows},
           open(f"{out}/gpu_bench.json", "w"), indent=2)
 PY
+
+# 5. against the twin on the same GPU: the same weights and batch (one step
+#    dump) on both sides; its dumps (weights, gradients: gigabytes) stay in
+#    build-gpu/vs_twin, the table and JSON go to $out.
+log "against the PyTorch twin: $modes"
+rm -rf build-gpu/vs_twin
+timeout 300 build-gpu/bench_vs_pytorch --config config/gpu_bench.yml --device cuda --python "$(command -v $py)" \
+  --modes "$modes" --rounds 1 --warmup 2 --steps 4 --batches 1 --profiled-steps 1 --parity-steps 2 \
+  --threads "$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))" --no-plot --out build-gpu/vs_twin/vs_twin_gpu.json \
+  > "$out/vs_twin.log" 2>&1 || { echo "against the twin failed:"; rc=1; }
+tail -22 "$out/vs_twin.log"
+cp build-gpu/vs_twin/vs_twin_gpu.json "$out/" 2>/dev/null || true
 log "done in $(( $(date +%s) - t_start )) s, results in $out"
 exit $rc

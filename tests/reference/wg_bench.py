@@ -29,7 +29,14 @@ before it (as the C++ side measures from there); the step peak is the maximum
 of that sum, and the mode's is the maximum over the P steps. Profiled steps are not timed.
 The phases of each timed step (forward + loss + item, backward, clipping,
 optimizer) are also reported, as medians.
+
+--device cuda (torch >= 2.0, the GPU check bench/gpu/run.sh): torch's default
+device is set to it before the models are built, the batches and tables are
+moved there, each phase ends with torch.cuda.synchronize(), and the peaks come
+from the caching allocator (below). --bf16 runs forward and loss under
+torch.autocast(bfloat16), as upstream's with_mixed_precision.
 """
+import gc
 import json
 import os
 import statistics
@@ -42,7 +49,7 @@ import safetensors_io as st
 from wg_layers import set_dropout
 from wg_loss import compute_loss
 from wg_model import SECTIONS, WGModel, StreamEmbedTransformer
-from wg_step import DumpError, batch_from_tensors, read_dump
+from wg_step import Batch, DumpError, batch_from_tensors, read_dump
 
 MEMORY_METHOD = ("torch.profiler.profile(activities=[CPU], profile_memory=True) around each of {n} extra "
                  "steps after the timed ones (one profile per step, batches (W+N) % K onwards); CPU "
@@ -52,6 +59,41 @@ MEMORY_METHOD = ("torch.profiler.profile(activities=[CPU], profile_memory=True) 
                  "allocation through c10's allocator, not oneDNN/BLAS scratch)")
 TIME_METHOD = ("time.perf_counter() around the whole step (zero_grad set to none, forward, LossPhysical, "
                "loss.item(), backward, clip_grad_norm_, AdamW) on batches built before the step")
+CUDA_MEMORY_METHOD = ("torch.cuda caching allocator around each of {n} extra steps after the timed ones (the "
+                      "last step's gradients set to none first): step_peak_bytes = max_memory_allocated() "
+                      "during the step minus memory_allocated() at its start; peak_reserved_bytes and "
+                      "peak_allocated_bytes: max_memory_reserved() and max_memory_allocated() during those steps "
+                      "(absolute: weights, gradients and optimizer state included)")
+CUDA_TIME_METHOD = TIME_METHOD + ", torch.cuda.synchronize() before each reading of the clock"
+
+
+def to_device(batch, device):
+    """The Batch with every tensor on `device`."""
+    def move(v):
+        if isinstance(v, torch.Tensor):
+            return v.to(device)
+        if isinstance(v, dict):
+            return {k: move(x) for k, x in v.items()}
+        return v
+    data = [[move(d) for d in row] for row in batch.data]
+    return Batch(batch.B, data, batch.source_cell_lens.to(device),
+                 [move(t) for t in batch.target_coords_idxs])
+
+
+def use_device(name):
+    """torch.device for --device; for CUDA, made torch's default device (the twin creates its
+    index tensors and tables without naming a device)."""
+    device = torch.device(name)
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise ValueError(f"--device {name}: cpu or cuda")
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: torch {torch.__version__} sees no CUDA device")
+    if not hasattr(torch, "set_default_device"):
+        raise ValueError(f"--device {name} needs torch >= 2.0 (torch.set_default_device); this is {torch.__version__}")
+    torch.set_default_device(device)
+    return device
 
 
 def parse_modes(text):
@@ -128,7 +170,25 @@ def profiled_peak(step, opt):
     return peak
 
 
-def bench_mode(label, sections, cfg, params, tables, batches, a, lrs, beta1s):
+def cuda_peaks(step, opt):
+    """(step peak above the start, peak reserved, peak allocated) of one call of step() on CUDA,
+    the last step's gradients set to none first."""
+    opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    start = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - start, torch.cuda.max_memory_reserved(),
+            torch.cuda.max_memory_allocated())
+
+
+def bench_mode(label, sections, cfg, params, tables, batches, a, lrs, beta1s, device):
+    cuda = device.type == "cuda"
+    if cuda:  # what the last mode's model and optimizer left cached goes back first
+        gc.collect()
+        torch.cuda.empty_cache()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     torch.manual_seed(a.seed)
     model = WGModel(cfg)
     model.load_state_dict(params, strict=True)
@@ -154,8 +214,9 @@ def bench_mode(label, sections, cfg, params, tables, batches, a, lrs, beta1s):
         batch = batches[i % K]
         t0 = clock()
         opt.zero_grad(set_to_none=True)
-        preds = model(batch, tables)
-        loss = compute_loss(cfg, batch, preds, train=True)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=a.bf16):
+            preds = model(batch, tables)
+            loss = compute_loss(cfg, batch, preds, train=True)
         value = loss.item()
         losses.append(value)
         if not (value == value and abs(value) != float("inf")):
@@ -164,33 +225,48 @@ def bench_mode(label, sections, cfg, params, tables, batches, a, lrs, beta1s):
         t1 = clock()
         loss.backward()
         del loss, preds
+        sync()
         t2 = clock()
         if a.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(plist, a.grad_clip)
+        sync()
         t3 = clock()
         for g in opt.param_groups:
             g["lr"] = at(lrs, i)
             g["betas"] = (at(beta1s, i), a.beta2)
         opt.step()
+        sync()
         phases.append((t1 - t0, t2 - t1, t3 - t2, clock() - t3))
 
     times, timed_phases = [], []
     for i in range(a.warmup + a.steps):
+        sync()
         t0 = time.perf_counter()
         step()
+        sync()
         if i >= a.warmup:
             times.append(time.perf_counter() - t0)
             if phases and len(phases) == i + 1 - len(skipped):
                 timed_phases.append(phases[-1])
-    peaks = [int(profiled_peak(step, opt)) for _ in range(a.profiled_steps)]
+    reserved = allocated = None
+    if cuda:
+        measured = [cuda_peaks(step, opt) for _ in range(a.profiled_steps)]
+        peaks = [int(m[0]) for m in measured]
+        reserved = max((int(m[1]) for m in measured), default=None)
+        allocated = max((int(m[2]) for m in measured), default=None)
+    else:
+        peaks = [int(profiled_peak(step, opt)) for _ in range(a.profiled_steps)]
     med = statistics.median(times) if times else None
     print(f"twin bench: {label:12s} {recomputed:3d}/{total} pieces, median "
           f"{'-' if med is None else f'{med * 1e3:.2f}'} ms, peak "
-          f"{max(peaks) / 2**20 if peaks else 0:.2f} MiB, loss {losses[0]:.6g} -> {losses[-1]:.6g}", flush=True)
+          f"{max(peaks) / 2**20 if peaks else 0:.2f} MiB"
+          f"{'' if reserved is None else f' (reserved {reserved / 2**30:.2f} GiB)'}, "
+          f"loss {losses[0]:.6g} -> {losses[-1]:.6g}", flush=True)
     return {"mode": label, "pieces_recomputed": recomputed, "pieces_total": total,
             "recomputed_pieces": sorted(model.recompute),
             "step_seconds": times, "step_seconds_median": med,
             "step_peak_bytes": max(peaks) if peaks else None, "step_peak_bytes_per_profiled_step": peaks,
+            "peak_reserved_bytes": reserved, "peak_allocated_bytes": allocated,
             "phase_seconds_median": {name: statistics.median(p[j] for p in timed_phases)
                                      for j, name in enumerate(("forward_loss", "backward", "clip", "optimizer"))}
             if timed_phases else None,
@@ -216,6 +292,8 @@ def add_arguments(p):
     p.add_argument("--embed-dropout-final-rate", type=float, default=None,
                    help="rate of the embed's final dropout (default: upstream's fixed 0.1)")
     p.add_argument("--no-dropout", action="store_true", help="every dropout rate 0 (loss parity checks)")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (torch >= 2.0)")
+    p.add_argument("--bf16", action="store_true", help="forward and loss under torch.autocast(bfloat16)")
     p.add_argument("--out", required=True, help="JSON results")
 
 
@@ -226,12 +304,19 @@ def run(a):
     torch.set_num_threads(a.threads)
     modes = parse_modes(a.modes)
     lrs, beta1s = per_step(a.lr, "lr"), per_step(a.beta1, "beta1")
-    cfg, params, tables, batches = load_dumps(a.dumps)
-    results = [bench_mode(label, sections, cfg, params, tables, batches, a, lrs, beta1s)
+    cfg, params, tables, batches = load_dumps(a.dumps)  # on the CPU, before a default device is set
+    device = use_device(a.device)
+    if device.type != "cpu":
+        batches = [to_device(b, device) for b in batches]
+        tables = {k: v.to(device) for k, v in tables.items()}
+    results = [bench_mode(label, sections, cfg, params, tables, batches, a, lrs, beta1s, device)
                for label, sections in modes]
+    cuda = device.type == "cuda"
     doc = {"implementation": "pytorch twin (tests/reference/wg_model.py, eager)",
            "torch_version": torch.__version__, "threads": torch.get_num_threads(),
            "environment": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+           "device": str(device), "gpu": torch.cuda.get_device_name(device) if cuda else None,
+           "autocast": "bfloat16" if a.bf16 else None,
            "dumps": list(a.dumps), "warmup": a.warmup, "steps": a.steps, "profiled_steps": a.profiled_steps,
            "optimizer": {"name": "torch.optim.AdamW", "beta2": a.beta2, "eps": a.eps,
                          "weight_decay": a.weight_decay, "grad_clip": a.grad_clip},
@@ -239,8 +324,8 @@ def run(a):
                                                   "embed_dropout_final_rate": a.embed_dropout_final_rate
                                                   if a.embed_dropout_final_rate is not None else 0.1},
            "recompute": "torch.utils.checkpoint(use_reentrant=False, preserve_rng_state=True) per piece",
-           "step_seconds_method": TIME_METHOD,
-           "step_peak_bytes_method": MEMORY_METHOD.format(n=a.profiled_steps),
+           "step_seconds_method": CUDA_TIME_METHOD if cuda else TIME_METHOD,
+           "step_peak_bytes_method": (CUDA_MEMORY_METHOD if cuda else MEMORY_METHOD).format(n=a.profiled_steps),
            "modes": results}
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=2)

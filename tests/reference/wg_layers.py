@@ -13,6 +13,11 @@ segment is empty gets output 0 (flash semantics), without NaN in forward or
 backward: such rows are allowed to see the zero-padded keys, whose values are
 0, so their output and every gradient through them are exactly 0.
 
+On CUDA with torch >= 2.0 (the GPU benchmark, `wg_twin.py bench --device
+cuda`) the core is torch's fused scaled_dot_product_attention over the same
+padded layout and mask, as a PyTorch user on a GPU would write it; the CPU
+path above is unchanged (the parity checks run it).
+
 Dropout rates are plain attributes (`dropout_rate`) so that a whole model can be
 switched to p = 0 (set_dropout) for the parity check.
 """
@@ -117,6 +122,17 @@ def attend(q, k, v, scale, key_valid=None, softcap=0.0, dropout_p=0.0, training=
     on the probabilities, O = A V.
     """
     qh, kh, vh = q.transpose(-3, -2), k.transpose(-3, -2), v.transpose(-3, -2)  # [..., H, L, dh]
+    if q.is_cuda and softcap == 0.0 and hasattr(F, "scaled_dot_product_attention"):
+        # On a GPU with torch >= 2.0, as a PyTorch user writes it: the fused
+        # kernel (flash where there is no mask, memory-efficient with one).
+        mask = None
+        if key_valid is not None:
+            allowed = key_valid | ~key_valid.any(-1, keepdim=True)
+            mask = allowed[..., None, None, :]  # [..., 1, 1, Lk]
+        dt = vh.dtype  # under autocast the normed q and k are float32 and v bfloat16: one dtype for the kernel
+        o = F.scaled_dot_product_attention(qh.to(dt), kh.to(dt), vh, attn_mask=mask,
+                                           dropout_p=dropout_p if training else 0.0, scale=scale)
+        return o.transpose(-3, -2)
     s = torch.matmul(qh, kh.transpose(-1, -2)) * scale
     if softcap > 0.0:
         s = softcap * torch.tanh(s / softcap)
