@@ -33,8 +33,9 @@ optimizer) are also reported, as medians.
 --device cuda (torch >= 2.0, the GPU check bench/gpu/run.sh): torch's default
 device is set to it before the models are built, the batches and tables are
 moved there, each phase ends with torch.cuda.synchronize(), and the peaks come
-from the caching allocator (below). --bf16 runs forward and loss under
-torch.autocast(bfloat16), as upstream's with_mixed_precision.
+from the caching allocator (below), and AdamW is torch's fused one. --bf16
+runs forward and loss under torch.autocast(bfloat16), as upstream's
+with_mixed_precision.
 """
 import gc
 import json
@@ -64,7 +65,8 @@ CUDA_MEMORY_METHOD = ("torch.cuda caching allocator around each of {n} extra ste
                       "during the step minus memory_allocated() at its start; peak_reserved_bytes and "
                       "peak_allocated_bytes: max_memory_reserved() and max_memory_allocated() during those steps "
                       "(absolute: weights, gradients and optimizer state included)")
-CUDA_TIME_METHOD = TIME_METHOD + ", torch.cuda.synchronize() before each reading of the clock"
+CUDA_TIME_METHOD = (TIME_METHOD + ", torch.cuda.synchronize() before each reading of the clock; torch's default "
+                    "device set to CUDA (its mode adds a little host time to every torch call); AdamW fused")
 
 
 def to_device(batch, device):
@@ -202,8 +204,10 @@ def bench_mode(label, sections, cfg, params, tables, batches, a, lrs, beta1s, de
     recomputed = model.set_recompute_mode(sections)
     total = len(model.pieces())
     plist = list(model.parameters())
+    # On CUDA the fused AdamW, as a PyTorch user on a GPU runs it; it also keeps its step counters on
+    # the GPU (the foreach one, under the CUDA default device, would sync on each counter's .item()).
     opt = torch.optim.AdamW(plist, lr=at(lrs, 0), betas=(at(beta1s, 0), a.beta2), eps=a.eps,
-                            weight_decay=a.weight_decay)
+                            weight_decay=a.weight_decay, **({"fused": True} if cuda else {}))
     torch.manual_seed(a.seed)  # the same dropout draws in every mode
     K, counter, losses, skipped, phases = len(batches), [0], [], [], []
     clock = time.perf_counter

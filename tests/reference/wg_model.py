@@ -473,7 +473,7 @@ class WGModel(nn.Module):
                             dense_segs if blk.local_block == 0 else block_segments(per_sample, blk.local_block),
                             run=self._run, section="ae_aggregation")
         out["out.ae_aggregation"] = Qu
-        G = Q0.index_put((rows,), Qu)
+        G = Q0.index_put((rows,), Qu.to(Q0.dtype))  # bf16 under autocast when no float32 residual promoted it
         return (G.view(B, C, nq, Dg) + pe_g).flatten(1, 2)
 
     def predict(self, fstep, G, batch, tables, preds):
