@@ -59,6 +59,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_common.h"
@@ -76,6 +77,7 @@
 #include "wg/train/trainer.h"
 #include "wg/util/generator_state.h"
 #include "wg/util/memory.h"
+#include "wg/util/side_thread.h"
 #include "wg/util/peak_flops.h"
 #include "wg/util/threads.h"
 #include "wg/util/units.h"
@@ -363,6 +365,9 @@ int main(int argc, char** argv) {
       ::unsetenv("OPENBLAS_NUM_THREADS");
     else
       ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    // execv keeps this thread's CPUs, which OpenMP bound to one place under
+    // OMP_PROC_BIND: the new process's OpenMP would see that one CPU only.
+    (void)unbind_side_thread();
     ::execv("/proc/self/exe", argv);
     std::perror("bench_vs_pytorch: re-exec with OMP_NUM_THREADS set failed; continuing");
   }
@@ -446,7 +451,14 @@ int main(int argc, char** argv) {
     return os.str();
   };
   const auto run_twin = [&](const std::string& cmd, const std::string& log, const std::string& json_out) -> json {
-    if (std::system(cmd.c_str()) != 0) {
+    // From a thread off OpenMP's binding (side_thread.h): the twin's process
+    // inherits its CPUs, not the one this thread is bound to.
+    int status = 0;
+    std::thread([&] {
+      (void)unbind_side_thread();
+      status = std::system(cmd.c_str());
+    }).join();
+    if (status != 0) {
       std::ifstream f(log);
       std::cerr << "twin bench failed: " << cmd << "\n" << f.rdbuf() << "\n";
       std::exit(1);
