@@ -17,38 +17,41 @@ namespace {
 using test::openmp_place_cpus;
 using test::thread_cpus;
 
+// A new thread's CPUs before and after it calls unbind_side_thread().
+struct NewThread {
+  std::set<int> inherited, after;
+  SideThreadCpus result;
+};
+NewThread unbind_in_a_new_thread() {
+  NewThread t;
+  std::thread([&] {
+    t.inherited = thread_cpus();
+    t.result = unbind_side_thread();
+    t.after = thread_cpus();
+  }).join();
+  return t;
+}
+
 TEST(UnderOpenMpBinding, ASideThreadWidensToEveryPlace) {
   if (const char* why = test::no_openmp_binding_here()) GTEST_SKIP() << why;
   const std::set<int> places = openmp_place_cpus(), first = thread_cpus();
   ASSERT_LT(first.size(), places.size()) << "libgomp did not bind the first thread";
-  std::set<int> inherited, widened;
-  SideThreadCpus r;
-  std::thread([&] {
-    inherited = thread_cpus();
-    r = unbind_side_thread();
-    widened = thread_cpus();
-  }).join();
-  EXPECT_EQ(inherited, first) << "a new thread inherits the first thread's binding";
-  EXPECT_EQ(widened, places);
-  EXPECT_EQ(r.error, 0);
-  EXPECT_EQ(r.before, int(first.size()));
-  EXPECT_EQ(r.after, int(places.size()));
+  const NewThread t = unbind_in_a_new_thread();
+  EXPECT_EQ(t.inherited, first) << "a new thread inherits the first thread's binding";
+  EXPECT_EQ(t.after, places);
+  EXPECT_EQ(t.result.error, 0);
+  EXPECT_EQ(t.result.before, int(first.size()));
+  EXPECT_EQ(t.result.after, int(places.size()));
   EXPECT_EQ(thread_cpus(), first) << "the calling thread alone changes";
 }
 
 TEST(SideThread, WithoutAnOpenMpBindingNothingChanges) {
   if (!openmp_place_cpus().empty()) GTEST_SKIP() << "OpenMP binds threads in this process";
-  std::set<int> before, after;
-  SideThreadCpus r;
-  std::thread([&] {
-    before = thread_cpus();
-    r = unbind_side_thread();
-    after = thread_cpus();
-  }).join();
-  EXPECT_EQ(after, before);
-  EXPECT_EQ(r.error, 0);
-  EXPECT_EQ(r.before, int(before.size()));
-  EXPECT_EQ(r.after, r.before);
+  const NewThread t = unbind_in_a_new_thread();
+  EXPECT_EQ(t.after, t.inherited);
+  EXPECT_EQ(t.result.error, 0);
+  EXPECT_EQ(t.result.before, int(t.inherited.size()));
+  EXPECT_EQ(t.result.after, t.result.before);
 }
 
 }  // namespace
