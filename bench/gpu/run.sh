@@ -8,11 +8,12 @@
 #   3. runs the CUDA tests: attention cores on CUDA against the CPU kernel,
 #      a bf16 step (caching allocator's reserved >= allocated, recomputation
 #      = none), the 1-rank NCCL communicator;
-#   4. benchmarks a step of the default model (config/gpu_bench.yml:
-#      upstream's default_config, healpix_level 5, an ERA5-shaped stream)
-#      per recomputation mode: median step time, peak reserved memory, MFU
-#      (model FLOPs against the H200's bf16 data-sheet peak), as a table and
-#      JSON in $OUT (or build-gpu/out);
+#   4. trains the default model (config/gpu_bench.yml: upstream's
+#      default_config, healpix_level 5, an ERA5-shaped stream) with wgtrain
+#      itself (loader threads, metrics) in the modes of --trainer-modes
+#      (default: none): median step time, peak reserved memory, MFU (model
+#      FLOPs against the H200's bf16 data-sheet peak), as a table and JSON in
+#      $OUT (or build-gpu/out);
 #   5. runs the same model against its PyTorch twin on the same GPU
 #      (bench_vs_pytorch --device cuda: the same weights and batch on both
 #      sides, bf16 autocast on both, the twin's attention through torch's
@@ -20,20 +21,22 @@
 #      peaks, and MFU per mode, as a table (vs_twin.log) and vs_twin_gpu.json.
 # At most 8 files come back from $OUT: it gets 7.
 # Where there is no GPU it says so and exits 0. Aimed at 8 minutes on an H200.
-#   bench/gpu/run.sh [--no-build] [--modes none,selective,full] [--steps N]
+#   bench/gpu/run.sh [--no-build] [--modes none,selective,full] [--trainer-modes none] [--steps N]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 out="${OUT:-$root/build-gpu/out}"
 modes="none,selective,full"
+trainer_modes="none"
 steps=6
 build=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-build) build=0 ;;
     --modes) modes="$2"; shift ;;
+    --trainer-modes) trainer_modes="$2"; shift ;;
     --steps) steps="$2"; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^#   bench\/gpu\/run.sh/p' "$0"; exit 0 ;;
     *) echo "bench/gpu/run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -100,8 +103,8 @@ tail -5 "$out/tests_nccl.log"
 grep -q "SKIPPED" "$out/tests_nccl.log" && { echo "the NCCL test skipped: this build has no NCCL"; rc=1; }
 
 # 4. the benchmark: one short run per mode (steps after the first two are timed)
-log "benchmark: $modes, $steps steps each"
-IFS=, read -ra mode_list <<< "$modes"
+log "wgtrain: $trainer_modes, $steps steps each"
+IFS=, read -ra mode_list <<< "$trainer_modes"
 : > "$out/bench_wgtrain.log"
 for m in "${mode_list[@]}"; do
   rm -rf "build-gpu/bench_runs/$m"
