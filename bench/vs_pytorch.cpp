@@ -377,7 +377,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool run_cpp_side = side != "twin", run_twin_side = side != "cpp";
-  const torch::Device device(device_name);
+  const torch::Device device(device_name == "cuda" ? "cuda:0" : device_name);  // one GPU: the first
   const bool cuda = device.is_cuda();
   if (cuda && !torch::cuda::is_available()) {
     std::cerr << "--device cuda: this LibTorch sees no CUDA device\n";
