@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&] {
-      (void)wg::unbind_side_thread();
+      wg::unbind_side_thread("loader thread");
       wg::BuiltSample out;
       for (int64_t i; (i = next.fetch_add(1)) < 2 * n;) builder.sample(i, 1, out);
     });

@@ -367,7 +367,7 @@ int main(int argc, char** argv) {
       ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
     // execv keeps this thread's CPUs, which OpenMP bound to one place under
     // OMP_PROC_BIND: the new process's OpenMP would see that one CPU only.
-    (void)unbind_side_thread();
+    unbind_side_thread("bench_vs_pytorch");
     ::execv("/proc/self/exe", argv);
     std::perror("bench_vs_pytorch: re-exec with OMP_NUM_THREADS set failed; continuing");
   }
@@ -455,7 +455,7 @@ int main(int argc, char** argv) {
     // inherits its CPUs, not the one this thread is bound to.
     int status = 0;
     std::thread([&] {
-      (void)unbind_side_thread();
+      unbind_side_thread("twin launcher");
       status = std::system(cmd.c_str());
     }).join();
     if (status != 0) {

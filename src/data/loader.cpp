@@ -7,10 +7,8 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -29,19 +27,6 @@ namespace {
 void yield_to_running_threads() {
   sched_param param{};
   pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
-}
-
-// Off the CPU OpenMP bound the process's first thread to (side_thread.h):
-// otherwise every worker would share the training thread's core.
-void leave_openmp_binding() {
-  const SideThreadCpus cpus = unbind_side_thread();
-  if (cpus.error != 0)
-    spdlog::warn(
-        "data loader worker: could not widen its CPU affinity beyond OpenMP's binding ({}); it stays on {} CPU(s)",
-        std::strerror(cpus.error), cpus.before);
-  else if (cpus.after != cpus.before)
-    spdlog::debug("data loader worker: on {} CPU(s) of OpenMP's places instead of the {} OpenMP bound it to",
-                  cpus.after, cpus.before);
 }
 }  // namespace
 
@@ -100,7 +85,9 @@ bool BatchLoader::claimable() const {
 
 void BatchLoader::work() {
   yield_to_running_threads();
-  leave_openmp_binding();
+  // Off the CPU OpenMP bound the process's first thread to (side_thread.h):
+  // otherwise every worker would share the training thread's core.
+  unbind_side_thread("data loader worker");
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     work_cv_.wait(lock, [this] { return stop_ || claimable(); });

@@ -1,12 +1,10 @@
 // Bucketed, overlapped gradient averaging (see header).
 #include "wg/dist/grad_sync.h"
 
-#include <spdlog/spdlog.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <chrono>
-#include <cstring>
 
 #include "wg/util/side_thread.h"
 
@@ -123,9 +121,7 @@ void GradSync::reduce(Bucket& b) {
 void GradSync::comm_loop() {
   // Off the CPU OpenMP bound the process's first thread to (side_thread.h),
   // which runs backward.
-  if (const SideThreadCpus cpus = unbind_side_thread(); cpus.error != 0)
-    spdlog::warn("gradient sync thread: could not widen its CPU affinity beyond OpenMP's binding ({})",
-                 std::strerror(cpus.error));
+  unbind_side_thread("gradient sync thread");
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || (active_ && next_launch_ < buckets_.size() && buckets_[next_launch_].complete); });

@@ -5,7 +5,9 @@
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <spdlog/spdlog.h>
 
+#include <cstring>
 #include <vector>
 
 namespace wg {
@@ -24,9 +26,9 @@ cpu_set_t openmp_place_cpus() {
   }
   return cpus;
 }
-}  // namespace
 
-SideThreadCpus unbind_side_thread() {
+// The calling thread onto every CPU of OpenMP's places.
+SideThreadCpus widen_to_places() {
   SideThreadCpus r;
   cpu_set_t mine;
   CPU_ZERO(&mine);
@@ -36,6 +38,17 @@ SideThreadCpus unbind_side_thread() {
   if (CPU_COUNT(&places) == 0 || CPU_EQUAL(&places, &mine)) return r;
   if ((r.error = pthread_setaffinity_np(pthread_self(), sizeof places, &places)) != 0) return r;
   r.after = CPU_COUNT(&places);
+  return r;
+}
+}  // namespace
+
+SideThreadCpus unbind_side_thread(const char* who) {
+  const SideThreadCpus r = widen_to_places();
+  if (r.error != 0)
+    spdlog::warn("{}: could not widen its CPU affinity beyond OpenMP's binding ({}); it stays on {} CPU(s)", who,
+                 std::strerror(r.error), r.before);
+  else if (r.after != r.before)
+    spdlog::debug("{}: on {} CPU(s) of OpenMP's places instead of the {} OpenMP bound it to", who, r.after, r.before);
   return r;
 }
 

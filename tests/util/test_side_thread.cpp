@@ -26,7 +26,7 @@ NewThread unbind_in_a_new_thread() {
   NewThread t;
   std::thread([&] {
     t.inherited = thread_cpus();
-    t.result = unbind_side_thread();
+    t.result = unbind_side_thread("test thread");
     t.after = thread_cpus();
   }).join();
   return t;

@@ -9,7 +9,9 @@
 // A side thread calls unbind_side_thread() first: under an OpenMP binding
 // it may then run on every CPU of OpenMP's places (the CPUs the rank was
 // given, or those OMP_PLACES names), and the kernel places it. Without a
-// binding it changes nothing.
+// binding it changes nothing. A failed affinity call is logged as a
+// warning naming `who` (the thread stays where it was), a widening at
+// debug level.
 #pragma once
 
 namespace wg {
@@ -20,6 +22,6 @@ struct SideThreadCpus {
   int error = 0;   // errno of an affinity call that failed (then after == before)
 };
 
-SideThreadCpus unbind_side_thread();
+SideThreadCpus unbind_side_thread(const char* who);
 
 }  // namespace wg
