@@ -242,6 +242,10 @@ TEST(TelemetryMetrics, ConcurrentUpdatesAndScrapes) {
   auto& c = counter_family(r, "wg_events_total", "Events.");
   auto& h = histogram_family(r, "wg_lat_seconds", "Latency.");
   const prometheus::Histogram::BucketBoundaries bounds = {0.5};
+  // The children exist before any thread starts: a family without children is left out of the
+  // text, so a scrape that ran before the first Add would otherwise see nothing.
+  c.Add({{"thread", "0"}});
+  h.Add({}, bounds);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
