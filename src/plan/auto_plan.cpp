@@ -1,6 +1,7 @@
 // The automatic plan of a rank (see header).
 #include "wg/plan/auto_plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -17,6 +18,19 @@ int64_t auto_budget_bytes(const AutoPlanConfig& c, int64_t available_bytes) {
   return available_bytes - int64_t(c.memory_margin_gib * kGiB);
 }
 
+namespace {
+// The plan for `target`; below the all-recompute prediction, every piece the rules leave to the planner.
+PlannedRecompute plan_or_all(const CostModel& costs, int64_t target) {
+  try {
+    return plan_for_budget(costs, target);
+  } catch (const std::invalid_argument&) {
+    PlannedRecompute all;
+    for (const auto& p : costs.pieces) all.recompute.push_back(p.forced != 0);
+    return all;
+  }
+}
+}  // namespace
+
 AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget, const RankPlan& rules) {
   AutoPlan a;
   a.budget_bytes = budget;
@@ -24,19 +38,32 @@ AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget, const RankPlan& rule
   // Pieces a rule fixes are not the planner's to choose.
   for (auto& p : a.costs.pieces)
     if (rules.rule_sections.count(p.key.section)) p.forced = rules.plan.get(p.key) ? 1 : 0;
+  int64_t target = int64_t(std::floor(double(budget) * (1.0 - kModelMargin)));
   PlannedRecompute chosen;
-  const int64_t planned_budget = int64_t(std::floor(double(budget) * (1.0 - kModelMargin)));
   try {
-    chosen = plan_for_budget(a.costs, planned_budget);
+    chosen = plan_for_budget(a.costs, target);
   } catch (const std::invalid_argument&) {
     chosen = plan_for_budget(a.costs, budget);  // only (nearly) everything recomputed fits: plan for the budget itself
   }
-  a.plan = rules.plan;
-  for (size_t i = 0; i < a.costs.pieces.size(); ++i) a.plan.set(a.costs.pieces[i].key, chosen.recompute[i]);
-  std::vector<bool> on;
-  for (const auto& p : a.costs.pieces) on.push_back(a.plan.get(p.key));
-  a.predicted_peak_bytes = a.costs.peak(on);
-  a.added_seconds = a.costs.added_seconds(on);
+  PlanRestorer restore(probe);
+  for (;;) {
+    a.plan = rules.plan;
+    for (size_t i = 0; i < a.costs.pieces.size(); ++i) a.plan.set(a.costs.pieces[i].key, chosen.recompute[i]);
+    std::vector<bool> on;
+    for (const auto& p : a.costs.pieces) on.push_back(a.plan.get(p.key));
+    a.predicted_peak_bytes = a.costs.peak(on);
+    a.added_seconds = a.costs.added_seconds(on);
+    probe.set_plan(a.plan);
+    a.checked_peak_bytes = a.costs.base_bytes + probe.probe(nullptr);
+    const bool everything = std::count(on.begin(), on.end(), true) ==
+                            std::count_if(a.costs.pieces.begin(), a.costs.pieces.end(),
+                                          [](const PieceCost& p) { return p.forced != 0; });
+    if (a.checked_peak_bytes <= budget || a.replans == kPlanChecks || everything) break;
+    // The model under-predicted this mix of pieces by (checked - predicted): that much less room.
+    target = std::min(target, a.predicted_peak_bytes) - std::max<int64_t>(1, a.checked_peak_bytes - a.predicted_peak_bytes);
+    chosen = plan_or_all(a.costs, target);
+    ++a.replans;
+  }
   return a;
 }
 

@@ -52,18 +52,6 @@ class Recorder : public PieceObserver {
   Clock::time_point start_;
 };
 
-// Puts the probe's plan back however the profiling ends.
-class PlanRestorer {
- public:
-  explicit PlanRestorer(PlanProbe& probe) : probe_(probe), saved_(probe.plan()) {}
-  ~PlanRestorer() { probe_.set_plan(saved_); }
-  const RecomputePlan& saved() const { return saved_; }
-
- private:
-  PlanProbe& probe_;
-  RecomputePlan saved_;
-};
-
 RecomputePlan all_set(RecomputePlan p, bool on) {
   for (size_t i = 0; i < p.size(); ++i) p.set(i, on);
   return p;

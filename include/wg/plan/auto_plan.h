@@ -3,7 +3,10 @@
 // Trainer::planning_batch), takes the rank's budget (configured, or the
 // device's available memory minus a margin), and picks the fastest plan
 // whose predicted step peak fits; sections that a matching per-node rule
-// sets keep the rule's settings.
+// sets keep the rule's settings. The chosen plan is then run once on the
+// planning batch; where its measured peak exceeds the budget (the model
+// under-predicted that mix of pieces), the planner plans again with the
+// target lowered by the error it saw, up to kPlanChecks times.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,8 @@ struct AutoPlan {
   CostModel costs;
   int64_t budget_bytes = 0;
   int64_t predicted_peak_bytes = 0;
+  int64_t checked_peak_bytes = 0;  // measured on the planning batch with `plan` (absolute, as the prediction)
+  int replans = 0;                 // plans made again because a checked peak exceeded the budget
   double added_seconds = 0;
   std::string budget_text() const;  // "5242880 bytes (0.005 GiB)"
 };
@@ -33,10 +38,14 @@ int64_t auto_budget_bytes(const AutoPlanConfig& config, int64_t available_bytes)
 // model was within a few percent of measured peaks), or, when only the
 // all-recompute plan fits that, for the budget itself.
 constexpr double kModelMargin = 0.05;
+// Plans made again at most, after the first, when a checked peak exceeds the budget.
+constexpr int kPlanChecks = 3;
 
 // `rules`: the rank's plan with the node rules applied; its pieces in
 // rules.rule_sections win over the planner's. The probe's plan is left as
-// it was. Throws std::invalid_argument when the budget is below the
+// it was. Where even the last check exceeds the budget, the plan is kept
+// (checked_peak_bytes says by how much; the out-of-memory fallback is there
+// for a device). Throws std::invalid_argument when the budget is below the
 // all-recompute peak.
 AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget_bytes, const RankPlan& rules);
 

@@ -34,6 +34,20 @@ class PlanProbe {
   virtual int64_t steady_base_bytes() const = 0;  // held at a step's start once training runs
 };
 
+// Puts the probe's plan back however the scope ends.
+class PlanRestorer {
+ public:
+  explicit PlanRestorer(PlanProbe& probe) : probe_(probe), saved_(probe.plan()) {}
+  ~PlanRestorer() { probe_.set_plan(saved_); }
+  PlanRestorer(const PlanRestorer&) = delete;
+  PlanRestorer& operator=(const PlanRestorer&) = delete;
+  const RecomputePlan& saved() const { return saved_; }
+
+ private:
+  PlanProbe& probe_;
+  RecomputePlan saved_;
+};
+
 // `repeats` probes after one warm-up probe; times are medians, bytes from
 // the last probe. The probe's plan is restored afterwards.
 CostModel profile_costs(PlanProbe& probe, int repeats = 3);
