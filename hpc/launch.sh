@@ -221,10 +221,12 @@ trap 'forward USR1' USR1
 trap 'forward TERM' TERM
 
 run_step() {  # runs "$@" in the background, output to stdout and $step_log; returns its exit code
-  local rc=0
+  local rc=0 tee_fd tee_pid
   # tee ignores TERM/USR1: at the time limit Slurm signals every process, and
   # a dead tee would kill the ranks with SIGPIPE while they save.
-  "$@" > >(trap '' TERM USR1 INT; exec tee -a "$step_log") 2>&1 &
+  exec {tee_fd}> >(trap '' TERM USR1 INT; exec tee -a "$step_log")
+  tee_pid=$!
+  "$@" >&"$tee_fd" 2>&1 {tee_fd}>&- &
   step_pid=$!
   [[ -z $signalled ]] || kill -USR1 "$step_pid" 2>/dev/null || true
   while true; do
@@ -233,6 +235,11 @@ run_step() {  # runs "$@" in the background, output to stdout and $step_log; ret
     kill -0 "$step_pid" 2>/dev/null || break   # a trap interrupted wait: wait again
   done
   step_pid=""
+  # The step's last lines ("stopped at step", which decides the requeue, and
+  # the summary) are printed as it exits: let tee write them before the log
+  # is read. At most 10 s, should a leftover process still hold the pipe.
+  exec {tee_fd}>&-
+  for _ in $(seq 200); do kill -0 "$tee_pid" 2>/dev/null || break; sleep 0.05; done
   return "$rc"
 }
 
