@@ -156,10 +156,14 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
     f.validation_loss.Add({}).Set(windows.front().validation_loss);
   f.slowest_rank.Add({}).Set(slow->rank);
   f.fastest_rank.Add({}).Set(fast->rank);
-  // One series: the largest reserved peak, labelled with where it is.
-  if (memory_peak_max_) f.job_memory_peak_max.Remove(memory_peak_max_);
-  memory_peak_max_ = &f.job_memory_peak_max.Add({{"node", biggest->hostname()}, {"rank", std::to_string(biggest->rank)}});
-  memory_peak_max_->Set(double(biggest->peak_reserved_bytes));
+  // One series: the largest reserved peak, labelled with where it is. The
+  // new one is set before the old one goes (Add gives the old one back when
+  // the labels are the same), so no scrape finds the family empty.
+  prometheus::Gauge& now =
+      f.job_memory_peak_max.Add({{"node", biggest->hostname()}, {"rank", std::to_string(biggest->rank)}});
+  now.Set(double(biggest->peak_reserved_bytes));
+  if (memory_peak_max_ && memory_peak_max_ != &now) f.job_memory_peak_max.Remove(memory_peak_max_);
+  memory_peak_max_ = &now;
 }
 
 void JobTelemetry::on_resume() {
