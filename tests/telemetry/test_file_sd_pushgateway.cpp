@@ -65,7 +65,18 @@ std::string read_file(const std::string& path) {
 // A Pushgateway on 127.0.0.1:<free port>, stopped by PID when the test ends.
 class PushgatewayProcess {
  public:
+  // Three tries, each on a port of its own: the free port is picked before
+  // the gateway binds it, and another test can take it in between.
   bool start(std::string* error) {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (start_once(error)) return true;
+      if (pid_ > 0) return false;  // running but not ready: another port would not help
+    }
+    return false;
+  }
+
+ private:
+  bool start_once(std::string* error) {
     port_ = free_port();
     std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(port_);
     // In memory only: Debian's default persistence file is shared by every
@@ -100,6 +111,8 @@ class PushgatewayProcess {
     *error = "the pushgateway was not ready within 10 s";
     return false;
   }
+
+ public:
   ~PushgatewayProcess() {
     if (pid_ > 0) {
       ::kill(pid_, SIGTERM);
@@ -249,13 +262,14 @@ TEST(TelemetryPushgateway, UnreachableOrSilentGatewayFailsWithinTheTimeout) {
     ASSERT_GT(silent.port, 0);
     error.clear();
     PushOptions opts;
-    opts.timeout_ms = 500;
+    opts.timeout_ms = 300;
     t0 = Clock::now();
     EXPECT_FALSE(push_to_gateway(silent.url(), "wgtrain", "r", outcome(1), &error, opts));
     auto took = Clock::now() - t0;
     EXPECT_NE(error.find("timed out"), std::string::npos) << error;
-    EXPECT_GE(took, std::chrono::milliseconds(400));
-    EXPECT_LT(took, std::chrono::milliseconds(1500));
+    EXPECT_GE(took, std::chrono::milliseconds(250));
+    // Under the 2000 ms default, so an option not honoured fails; 1.6 s of room for a loaded machine.
+    EXPECT_LT(took, std::chrono::milliseconds(1900));
   }  // the listener closes: the abandoned push ends in the background
 
   error.clear();

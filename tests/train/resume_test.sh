@@ -50,7 +50,14 @@ mpirun -np 2 --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu
     --set train_log_freq.metrics=1 --set train_log_freq.terminal=100 --set train_log_freq.checkpoint=1 \
     --set telemetry.enabled=false > "$tmp/c1.log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do [[ $(find "$tmp/runs/C/checkpoints" -maxdepth 1 -name 'step_*' 2>/dev/null | wc -l) -ge 2 ]] && break; sleep 0.1; done
+# up to 60 s: a loaded machine starts slowly; without two checkpoints the kill would test nothing
+ready=0
+for _ in $(seq 600); do
+  [[ $(find "$tmp/runs/C/checkpoints" -maxdepth 1 -name 'step_*' 2>/dev/null | wc -l) -ge 2 ]] && { ready=1; break; }
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
+[[ $ready == 1 ]] || { pkill -9 -f "run_id=C"; fail "run C wrote no two checkpoints in 60 s: $(tail -3 "$tmp/c1.log")"; }
 sleep 0.7
 pkill -9 -f "run_id=C" || true
 wait $pid && fail "the killed run exited 0"
