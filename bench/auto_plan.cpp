@@ -115,12 +115,14 @@ int main(int argc, char** argv) {
                 fractions[b], a.plan.summary().c_str(), m.seconds * 1e3, double(m.peak) / kMiB,
                 double(m.predicted) / kMiB, best->plan.summary().c_str(), best->seconds * 1e3,
                 m.seconds / best->seconds, m.peak > budget ? "  OVER BUDGET" : "");
-    char row[512];
+    char row[1024];
     std::snprintf(row, sizeof row,
                   "    {\"budget_bytes\": %lld, \"auto_plan\": \"%s\", \"auto_step_seconds\": %.6g, \"auto_peak_bytes\": %lld, "
-                  "\"auto_predicted_peak_bytes\": %lld, \"best_plan\": \"%s\", \"best_step_seconds\": %.6g, "
+                  "\"auto_predicted_peak_bytes\": %lld, \"auto_checked_peak_bytes\": %lld, \"auto_replans\": %d, "
+                  "\"best_plan\": \"%s\", \"best_step_seconds\": %.6g, "
                   "\"best_peak_bytes\": %lld, \"auto_over_best\": %.4f}%s\n",
                   (long long)budget, a.plan.summary().c_str(), m.seconds, (long long)m.peak, (long long)m.predicted,
+                  (long long)a.checked_peak_bytes, a.replans,
                   best->plan.summary().c_str(), best->seconds, (long long)best->peak, m.seconds / best->seconds,
                   b + 1 < 5 ? "," : "");
     json += row;

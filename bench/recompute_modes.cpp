@@ -65,7 +65,8 @@ struct Row {
   RecomputePlan plan;
   std::vector<double> step_seconds, data_seconds;  // step: without making the batch
   std::vector<int64_t> step_peak_bytes, activation_bytes;
-  int64_t budget_bytes = 0, predicted_peak_bytes = 0;  // automatic plans
+  int64_t budget_bytes = 0, predicted_peak_bytes = 0, checked_peak_bytes = 0;  // automatic plans
+  int replans = 0;
   AlonePeaks alone;
 };
 
@@ -158,6 +159,8 @@ int main(int argc, char** argv) {
     add(name, a.plan);
     rows.back().budget_bytes = budget;
     rows.back().predicted_peak_bytes = a.predicted_peak_bytes;
+    rows.back().checked_peak_bytes = a.checked_peak_bytes;
+    rows.back().replans = a.replans;
   }
 
   std::vector<std::unique_ptr<Trainer>> trainers;
@@ -218,6 +221,8 @@ int main(int argc, char** argv) {
     if (r.budget_bytes > 0) {
       row["budget_bytes"] = r.budget_bytes;
       row["predicted_peak_bytes"] = r.predicted_peak_bytes;
+      row["checked_peak_bytes"] = r.checked_peak_bytes;  // the planner's own check on the planning batch
+      row["replans"] = r.replans;
       row["alone_peak_bytes"] = r.alone.highest();
       row["alone_peak_planning_batch_bytes"] = r.alone.planning_batch;
       row["planning_step"] = r.alone.planning_step;

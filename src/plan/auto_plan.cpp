@@ -54,13 +54,17 @@ AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget, const RankPlan& rule
     a.predicted_peak_bytes = a.costs.peak(on);
     a.added_seconds = a.costs.added_seconds(on);
     probe.set_plan(a.plan);
-    a.checked_peak_bytes = a.costs.base_bytes + probe.probe(nullptr);
+    const int64_t measured = probe.probe_check_batches();
+    a.checked_peak_bytes = measured < 0 ? -1 : a.costs.base_bytes + measured;
     const bool everything = std::count(on.begin(), on.end(), true) ==
                             std::count_if(a.costs.pieces.begin(), a.costs.pieces.end(),
                                           [](const PieceCost& p) { return p.forced != 0; });
-    if (a.checked_peak_bytes <= budget || a.replans == kPlanChecks || everything) break;
-    // The model under-predicted this mix of pieces by (checked - predicted): that much less room.
-    target = std::min(target, a.predicted_peak_bytes) - std::max<int64_t>(1, a.checked_peak_bytes - a.predicted_peak_bytes);
+    if (!a.checked_over_budget() || a.replans == kPlanChecks || everything) break;
+    // The model under-predicted this mix of pieces (or another batch than the profiled one peaks
+    // higher) by (checked - predicted): that much less room; after running out, another margin less.
+    const int64_t error = measured < 0 ? int64_t(std::ceil(kModelMargin * double(budget)))
+                                       : a.checked_peak_bytes - a.predicted_peak_bytes;
+    target = std::min(target, a.predicted_peak_bytes) - std::max<int64_t>(1, error);
     chosen = plan_or_all(a.costs, target);
     ++a.replans;
   }

@@ -254,19 +254,21 @@ PlanPrediction plan_automatically(Trainer& trainer, const Config& config, const 
     throw RunError(2, "gradient_checkpointing.policy auto on rank " + std::to_string(dist.rank()) + ": " + failure,
                    RunError::Scope::EveryRankOwn);
   spdlog::info("measured piece costs:\n{}", cost_table(a.costs));
+  const std::string checked =
+      a.checked_peak_bytes < 0 ? std::string("out of memory") : format_bytes(a.checked_peak_bytes);
   spdlog::info(
-      "auto plan for a budget of {} ({}): predicted step peak {}, {} measured on the planning batch{}, predicted "
-      "recompute {:.1f} ms/step{}:\n{}",
-      format_bytes(a.budget_bytes), a.plan.summary(), format_bytes(a.predicted_peak_bytes),
-      format_bytes(a.checked_peak_bytes),
+      "auto plan for a budget of {} ({}): predicted step peak {}, {} measured on the {} batch(es) it was planned "
+      "from{}, predicted recompute {:.1f} ms/step{}:\n{}",
+      format_bytes(a.budget_bytes), a.plan.summary(), format_bytes(a.predicted_peak_bytes), checked,
+      std::min(Trainer::kPlanningBatches, trainer.total_steps()),
       a.replans == 0 ? std::string() : " (planned " + std::to_string(a.replans + 1) + " times: earlier plans measured over the budget)",
       a.added_seconds * 1e3,
                plan.rules_applied.empty() ? "" : "; per-node rules " + plan.rules_text() + " keep their sections",
                a.plan.table());
-  if (a.checked_peak_bytes > a.budget_bytes)
-    spdlog::warn("auto plan: measured {} on the planning batch, over the budget of {} after {} plans; training goes on "
-                 "with it (a device's out-of-memory fallback recomputes more where it runs out)",
-                 format_bytes(a.checked_peak_bytes), format_bytes(a.budget_bytes), a.replans + 1);
+  if (a.checked_over_budget())
+    spdlog::warn("auto plan: {} on the batches it was planned from, over the budget of {} after {} plans; training goes "
+                 "on with it (a device's out-of-memory fallback recomputes more where it runs out)",
+                 checked, format_bytes(a.budget_bytes), a.replans + 1);
   log_plans_per_rank(dist, place, a.plan);
   return {a.predicted_peak_bytes, a.added_seconds};
 }

@@ -351,16 +351,45 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control&
   return s;
 }
 
-std::pair<int64_t, BuiltBatch> Trainer::planning_choice() const {
-  std::pair<int64_t, BuiltBatch> best{0, dataset_.batch(0)};
-  for (int64_t i = 1; i < std::min(kPlanningBatches, total_steps()); ++i) {
-    BuiltBatch b = dataset_.batch(i);
-    if (token_count(b) > token_count(best.second)) best = {i, std::move(b)};
-  }
+namespace {
+// The first of those with the most tokens.
+size_t most_tokens(const std::vector<BuiltBatch>& batches) {
+  size_t best = 0;
+  for (size_t i = 1; i < batches.size(); ++i)
+    if (token_count(batches[i]) > token_count(batches[best])) best = i;
   return best;
 }
+}  // namespace
 
-TrainerProbe::TrainerProbe(Trainer& trainer) : trainer_(trainer), batch_(trainer.planning_batch()) {
+std::vector<BuiltBatch> Trainer::planning_candidates() const {
+  std::vector<BuiltBatch> out;
+  out.push_back(dataset_.batch(0));
+  for (int64_t i = 1; i < std::min(kPlanningBatches, total_steps()); ++i) out.push_back(dataset_.batch(i));
+  return out;
+}
+
+std::pair<int64_t, BuiltBatch> Trainer::planning_choice() const {
+  std::vector<BuiltBatch> candidates = planning_candidates();
+  const size_t i = most_tokens(candidates);
+  return {int64_t(i), std::move(candidates[i])};
+}
+
+int64_t Trainer::probe_peak_or_oom(const std::vector<BuiltBatch>& batches) {
+  int64_t highest = 0;
+  for (const BuiltBatch& b : batches) {
+    try {
+      highest = std::max(highest, probe(b, nullptr));
+    } catch (const c10::OutOfMemoryError&) {
+      release_failed_backward(device_);
+      optimizer_->clear_gradients();
+      return -1;
+    }
+  }
+  return highest;
+}
+
+TrainerProbe::TrainerProbe(Trainer& trainer)
+    : trainer_(trainer), candidates_(trainer.planning_candidates()), batch_(candidates_[most_tokens(candidates_)]) {
   const ModelFlops f = trainer.flops_of(to_model_batch(batch_, torch::kCPU));
   for (const PieceFlops& p : f.pieces)
     if (p.forward > 0) rerun_share_[p.key.str()] = p.rerun() / p.forward;

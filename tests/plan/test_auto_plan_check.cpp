@@ -42,6 +42,11 @@ class MadeUpDevice : public PlanProbe {
     held_ = kBase;
     return peak(plan_) - kBase;
   }
+  int64_t probe_check_batches() override {
+    ++checks;
+    const int64_t peak = probe(nullptr);
+    return limit > 0 && kBase + peak > limit ? -1 : peak;
+  }
   double rerun_share(const PieceKey&) const override { return 1; }
   int64_t current_bytes() const override { return held_; }
   int64_t steady_base_bytes() const override { return kBase; }
@@ -59,7 +64,8 @@ class MadeUpDevice : public PlanProbe {
   }
 
   static constexpr int64_t kBase = 1000000;
-  int probes = 0;
+  int probes = 0, checks = 0;
+  int64_t limit = 0;  // > 0: a check whose peak exceeds it runs out of memory
 
  private:
   RecomputePlan plan_;
@@ -94,6 +100,33 @@ TEST(AutoPlanCheck, APlanThatFitsIsCheckedOnceAndKept) {
   EXPECT_EQ(a.plan.pieces_recomputed(), 3);  // 1.33 MB, the least recomputation under 95 % of 1.41 MB
   const int profiling = 1 + 3 + 1;           // warm-up, three timed, everything recomputed
   EXPECT_EQ(device.probes - before, profiling + 1);
+}
+
+// A check that runs out of memory is over the budget whatever it measured:
+// the planner plans again with another margin less room. Here the device
+// runs out above 1.42 MB, the model's plan for 95 % of a 1.5 MB budget
+// (j = 2, 1.42 MB) measures 1.52 MB; with 75 kB less room (j = 3, 1.33 MB) it
+// measures 1.43 MB and still runs out; with another 75 kB less (j = 4,
+// 1.24 MB) it measures 1.34 MB.
+TEST(AutoPlanCheck, ACheckThatRunsOutOfMemoryIsOverTheBudget) {
+  MadeUpDevice device(6, 100000, 10000, 100000, 0);
+  device.limit = 1420000;
+  const AutoPlan a = choose_auto_plan(device, 1500000, no_rules(device));
+  EXPECT_EQ(a.replans, 2) << a.plan.summary();
+  EXPECT_EQ(device.checks, 3);
+  EXPECT_EQ(a.checked_peak_bytes, 1340000);
+  EXPECT_FALSE(a.checked_over_budget());
+}
+
+TEST(AutoPlanCheck, RunningOutInTheLastCheckIsReported) {
+  MadeUpDevice device(6, 100000, 10000, 100000, 0);
+  device.limit = 1100000;  // under every plan
+  RankPlan rules = no_rules(device);
+  rules.rule_sections.insert("p0");  // everything the planner may recompute is still mixed
+  const AutoPlan a = choose_auto_plan(device, 1500000, rules);
+  EXPECT_EQ(a.checked_peak_bytes, -1);
+  EXPECT_TRUE(a.checked_over_budget());
+  EXPECT_LE(a.replans, kPlanChecks);
 }
 
 // An error that grows with every piece recomputed, and a rule that keeps

@@ -153,6 +153,27 @@ struct LimitGuard {
   ~LimitGuard() { set_cpu_memory_limit(0); }
 };
 
+// The planner's check on the batches it chose from: a batch that runs out
+// of memory gives -1, and leaves nothing of its graph held (a later check
+// measures what it measured before).
+TEST(AutoPlan, ACheckThatRunsOutOfMemoryReleasesItsGraph) {
+  install_counting_allocator();
+  const Config c = planner_config();
+  Trainer t(c, Dataset(c, 0, 1), all_or_nothing(c, false), torch::kCPU);
+  t.step(0);  // optimizer state allocated
+  const std::vector<BuiltBatch> batches = t.planning_candidates();
+  ASSERT_EQ(int64_t(batches.size()), Trainer::kPlanningBatches);
+  const int64_t highest = t.probe_peak_or_oom(batches);
+  ASSERT_GT(highest, 0);
+  const int64_t held = memory_snapshot("cpu").current_bytes;
+  {
+    LimitGuard limit(held + highest - highest / 50);  // runs out in backward, near its peak
+    EXPECT_EQ(t.probe_peak_or_oom(batches), -1);
+  }
+  EXPECT_EQ(memory_snapshot("cpu").current_bytes, held);
+  EXPECT_EQ(t.probe_peak_or_oom(batches), highest);
+}
+
 TEST(OomFallback, RetryWithOneMorePieceGivesTheSameStep) {
   install_counting_allocator();
   const Config c = planner_config();

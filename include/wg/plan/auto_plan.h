@@ -3,10 +3,12 @@
 // Trainer::planning_batch), takes the rank's budget (configured, or the
 // device's available memory minus a margin), and picks the fastest plan
 // whose predicted step peak fits; sections that a matching per-node rule
-// sets keep the rule's settings. The chosen plan is then run once on the
-// planning batch; where its measured peak exceeds the budget (the model
-// under-predicted that mix of pieces), the planner plans again with the
-// target lowered by the error it saw, up to kPlanChecks times.
+// sets keep the rule's settings. The chosen plan is then run once on each
+// batch the planner chose from; where the highest measured peak exceeds
+// the budget (the model under-predicted that mix of pieces, or another
+// batch peaks higher than the profiled one) or one runs out of memory, the
+// planner plans again with the target lowered by the error it saw (by
+// another margin after running out), up to kPlanChecks times.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +26,11 @@ struct AutoPlan {
   CostModel costs;
   int64_t budget_bytes = 0;
   int64_t predicted_peak_bytes = 0;
-  int64_t checked_peak_bytes = 0;  // measured on the planning batch with `plan` (absolute, as the prediction)
-  int replans = 0;                 // plans made again because a checked peak exceeded the budget
+  // Measured with `plan` on the batches the planner chose from (the highest;
+  // absolute, as the prediction); -1: one of them ran out of memory.
+  int64_t checked_peak_bytes = 0;
+  int replans = 0;  // plans made again because a check exceeded the budget
+  bool checked_over_budget() const { return checked_peak_bytes < 0 || checked_peak_bytes > budget_bytes; }
   double added_seconds = 0;
   std::string budget_text() const;  // "5242880 bytes (0.005 GiB)"
 };
@@ -45,7 +50,8 @@ constexpr int kPlanChecks = 3;
 // rules.rule_sections win over the planner's. The probe's plan is left as
 // it was. Where even the last check exceeds the budget, the plan is kept
 // (checked_peak_bytes says by how much; the out-of-memory fallback is there
-// for a device). Throws std::invalid_argument when the budget is below the
+// for a device). The checks leave out the optimizer step, which the
+// probes do not run. Throws std::invalid_argument when the budget is below the
 // all-recompute peak.
 AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget_bytes, const RankPlan& rules);
 

@@ -28,6 +28,11 @@ class PlanProbe {
   // or updating weights; gradients are zeroed after. Returns the peak bytes
   // above those held at its start. `observer` sees every piece (may be null).
   virtual int64_t probe(PieceObserver* observer) = 0;
+  // With the current plan, the same on every batch a plan must fit (the
+  // trainer: its first Trainer::kPlanningBatches, the profiled one among
+  // them): the highest peak above the start, or -1 where one ran out of
+  // memory.
+  virtual int64_t probe_check_batches() = 0;
   // Of a piece's forward FLOPs, the share a recomputation runs again.
   virtual double rerun_share(const PieceKey& key) const = 0;
   virtual int64_t current_bytes() const = 0;      // held now on the device

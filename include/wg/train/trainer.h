@@ -67,12 +67,15 @@ class Trainer {
   // made on it fits the batches it was chosen from; step 0's batch alone
   // was 5-6 % under the others' peaks. A heuristic: masking moves tokens
   // from the source to the targets, whose rows drive the decoder's
-  // memory, so a batch with fewer tokens may still peak higher. Building
-  // the candidates counts their skipped samples once more (as step 0's
-  // always was).
+  // memory, so a batch with fewer tokens may still peak higher (at cpu_tiny
+  // by 10 %): the planner checks its plan on every candidate
+  // (wg/plan/auto_plan.h). Building the candidates counts their skipped
+  // samples once more (as step 0's always was).
   static constexpr int64_t kPlanningBatches = 8;
   int64_t planning_step() const { return planning_choice().first; }
   BuiltBatch planning_batch() const { return planning_choice().second; }
+  // The batches it chooses from, in step order; a plan is checked on each.
+  std::vector<BuiltBatch> planning_candidates() const;
 
   // One step on the run's own batch for `step`, prepared ahead by the
   // loader (loader_num_workers); its data_seconds is the time it waited.
@@ -91,6 +94,10 @@ class Trainer {
   // updating weights (the cost profiler's probe); gradients are set to none
   // after. Returns the peak bytes above those held at its start.
   int64_t probe(const BuiltBatch& batch, PieceObserver* observer);
+  // probe(batch, nullptr) on each of `batches`: the highest peak, or -1
+  // where one ran out of memory (its graph released, as after a step that
+  // ran out; the rest not probed).
+  int64_t probe_peak_or_oom(const std::vector<BuiltBatch>& batches);
   // Bytes held at the start of a step once training runs: now, less any
   // gradients (a step sets them to none first; its peak counts them), plus
   // AdamW's moments if not allocated yet.
@@ -182,6 +189,7 @@ class TrainerProbe : public PlanProbe {
   const RecomputePlan& plan() const override { return trainer_.plan(); }
   void set_plan(const RecomputePlan& plan) override { trainer_.set_plan(plan); }
   int64_t probe(PieceObserver* observer) override { return trainer_.probe(batch_, observer); }
+  int64_t probe_check_batches() override { return trainer_.probe_peak_or_oom(candidates_); }
   double rerun_share(const PieceKey& key) const override;
   int64_t current_bytes() const override;
   int64_t steady_base_bytes() const override { return trainer_.steady_base_bytes(); }
@@ -189,6 +197,7 @@ class TrainerProbe : public PlanProbe {
 
  private:
   Trainer& trainer_;
+  std::vector<BuiltBatch> candidates_;  // Trainer::planning_candidates
   BuiltBatch batch_;
   std::map<std::string, double> rerun_share_;  // by piece key, from the FLOP count of batch_
 };
