@@ -88,7 +88,7 @@ TEST(AutoPlan, StaysWithinTheBudgetAndPredictsThePeakWithin10Percent) {
     const AutoPlan a = apply_auto_plan(t, budget, RankPlan{t.plan()}, c.auto_plan.oom_max_retries);
     const int64_t measured = steady_peak(t);
     std::cout << "budget " << budget << ": plan " << a.plan.summary() << ", predicted " << a.predicted_peak_bytes
-              << ", checked on the planning batch " << a.checked_peak_bytes << " (" << a.replans
+              << ", checked on the batches it was planned from " << a.checked_peak_bytes << " (" << a.replans
               << " plans made again), measured " << measured << "\n";
     EXPECT_LE(a.checked_peak_bytes, budget) << "f " << f;
     EXPECT_LE(measured, budget) << "f " << f;
