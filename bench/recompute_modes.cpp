@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
     if (r.budget_bytes > 0) {
       row["budget_bytes"] = r.budget_bytes;
       row["predicted_peak_bytes"] = r.predicted_peak_bytes;
-      row["checked_peak_bytes"] = r.checked_peak_bytes;  // the planner's own check on the planning batch
+      row["checked_peak_bytes"] = r.checked_peak_bytes;  // the planner's own check, on the batches it planned from
       row["replans"] = r.replans;
       row["alone_peak_bytes"] = r.alone.highest();
       row["alone_peak_planning_batch_bytes"] = r.alone.planning_batch;

@@ -52,11 +52,10 @@ start_prometheus() {  # $1: the try
   done
   return 2  # running, not ready: another port would not help
 }
-ready=1
 for try in 1 2 3; do
-  ready=0; start_prometheus "$try" && break
-  ready=$?
-  ((ready == 2)) && break
+  ready=0
+  start_prometheus "$try" || ready=$?
+  ((ready != 1)) && break  # ready, or running and not ready: another port would not help
 done
 if [[ $ready != 0 ]]; then
   echo "FAIL: Prometheus was not ready ($([[ $ready == 2 ]] && echo "within 30 s" || echo "it exited, 3 ports tried"))"

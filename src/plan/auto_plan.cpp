@@ -56,9 +56,8 @@ AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget, const RankPlan& rule
     probe.set_plan(a.plan);
     const int64_t measured = probe.probe_check_batches();
     a.checked_peak_bytes = measured < 0 ? -1 : a.costs.base_bytes + measured;
-    const bool everything = std::count(on.begin(), on.end(), true) ==
-                            std::count_if(a.costs.pieces.begin(), a.costs.pieces.end(),
-                                          [](const PieceCost& p) { return p.forced != 0; });
+    bool everything = true;  // every piece recomputed that the rules do not keep
+    for (size_t i = 0; i < on.size(); ++i) everything = everything && (on[i] || a.costs.pieces[i].forced == 0);
     if (!a.checked_over_budget() || a.replans == kPlanChecks || everything) break;
     // The model under-predicted this mix of pieces (or another batch than the profiled one peaks
     // higher) by (checked - predicted): that much less room; after running out, another margin less.

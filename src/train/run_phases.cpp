@@ -260,7 +260,7 @@ PlanPrediction plan_automatically(Trainer& trainer, const Config& config, const 
       "auto plan for a budget of {} ({}): predicted step peak {}, {} measured on the {} batch(es) it was planned "
       "from{}, predicted recompute {:.1f} ms/step{}:\n{}",
       format_bytes(a.budget_bytes), a.plan.summary(), format_bytes(a.predicted_peak_bytes), checked,
-      std::min(Trainer::kPlanningBatches, trainer.total_steps()),
+      trainer.planning_batch_count(),
       a.replans == 0 ? std::string() : " (planned " + std::to_string(a.replans + 1) + " times: earlier plans measured over the budget)",
       a.added_seconds * 1e3,
                plan.rules_applied.empty() ? "" : "; per-node rules " + plan.rules_text() + " keep their sections",

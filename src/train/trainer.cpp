@@ -363,8 +363,7 @@ size_t most_tokens(const std::vector<BuiltBatch>& batches) {
 
 std::vector<BuiltBatch> Trainer::planning_candidates() const {
   std::vector<BuiltBatch> out;
-  out.push_back(dataset_.batch(0));
-  for (int64_t i = 1; i < std::min(kPlanningBatches, total_steps()); ++i) out.push_back(dataset_.batch(i));
+  for (int64_t i = 0; i < planning_batch_count(); ++i) out.push_back(dataset_.batch(i));
   return out;
 }
 

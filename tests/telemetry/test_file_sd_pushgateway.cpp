@@ -75,6 +75,24 @@ class PushgatewayProcess {
     return false;
   }
 
+  ~PushgatewayProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (::waitpid(pid_, &status, WNOHANG) == 0) {
+        if (Clock::now() > deadline) {
+          ::kill(pid_, SIGKILL);
+          ::waitpid(pid_, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  }
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
  private:
   bool start_once(std::string* error) {
     port_ = free_port();
@@ -112,26 +130,6 @@ class PushgatewayProcess {
     return false;
   }
 
- public:
-  ~PushgatewayProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      const auto deadline = Clock::now() + std::chrono::seconds(5);
-      while (::waitpid(pid_, &status, WNOHANG) == 0) {
-        if (Clock::now() > deadline) {
-          ::kill(pid_, SIGKILL);
-          ::waitpid(pid_, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    }
-  }
-  int port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
- private:
   pid_t pid_ = -1;
   int port_ = -1;
 };

@@ -12,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -74,7 +75,9 @@ class Trainer {
   static constexpr int64_t kPlanningBatches = 8;
   int64_t planning_step() const { return planning_choice().first; }
   BuiltBatch planning_batch() const { return planning_choice().second; }
-  // The batches it chooses from, in step order; a plan is checked on each.
+  // The batches it chooses from, in step order (planning_batch_count of
+  // them); a plan is checked on each.
+  int64_t planning_batch_count() const { return std::max<int64_t>(1, std::min(kPlanningBatches, total_steps())); }
   std::vector<BuiltBatch> planning_candidates() const;
 
   // One step on the run's own batch for `step`, prepared ahead by the
