@@ -34,31 +34,16 @@ sed -e "s|@FILE_SD_DIR@|$tmp/file_sd|g" -e "s|@RULES@|$mon/alerts.yml|g" \
 $py "$here/fake_exporter.py" --file-sd-dir "$tmp/file_sd" --ranks 4 --run-id live-check \
     > "$tmp/exporter.log" 2>&1 &
 pids+=($!)
-# Prometheus on a free port, ready within 30 s. The port is picked before
-# Prometheus binds it and another test can take it in between: then
-# Prometheus exits, and the next try takes another port (three in all).
-start_prometheus() {  # $1: the try
-  local pid
-  port="$($py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-  url="http://127.0.0.1:$port"
-  "$prometheus" --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data$1" \
-      --web.listen-address="127.0.0.1:$port" > "$tmp/prometheus.log" 2>&1 &
-  pid=$!
-  pids+=("$pid")
-  for _ in $(seq 60); do
-    $py -c "import urllib.request; urllib.request.urlopen('$url/-/ready', timeout=1)" 2>/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || return 1
-    sleep 0.5
-  done
-  return 2  # running, not ready: another port would not help
-}
-for try in 1 2 3; do
-  ready=0
-  start_prometheus "$try" || ready=$?
-  ((ready != 1)) && break  # ready, or running and not ready: another port would not help
-done
+# Prometheus on a free port (another one if the port was taken), ready
+# within 30 s.
+source "$mon/../tests/common/serve_on_free_port.sh"
+ready=0
+serve_on_free_port "$tmp/prometheus.log" "$prometheus" --config.file="$tmp/prometheus.yml" \
+    --storage.tsdb.path="$tmp/data@TRY@" --web.listen-address="127.0.0.1:@PORT@" || ready=$?
+pids+=("$SERVE_PID")
+url="http://127.0.0.1:$SERVE_PORT"
 if [[ $ready != 0 ]]; then
-  echo "FAIL: Prometheus was not ready ($([[ $ready == 2 ]] && echo "within 30 s" || echo "it exited, 3 ports tried"))"
+  echo "FAIL: Prometheus was not ready ($(serve_failure "$ready"))"
   tail -n 30 "$tmp/prometheus.log"
   exit 1
 fi

@@ -43,14 +43,16 @@ job_field() { timeout 10 scontrol show job "$1" 2>/dev/null | grep -oE "$2=[^ ]*
 
 # ---- a) a 2-rank job through sbatch --wait, watched by a real Prometheus ----
 py=/usr/bin/python3
-mkdir -p "$tmp/file_sd" "$tmp/prom"
-prom_port=$($py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$tmp/file_sd"
 sed -e "s|@FILE_SD_DIR@|$tmp/file_sd|g" -e "s|@RULES@|$src/monitoring/alerts.yml|g" \
     "$src/monitoring/prometheus.test.yml.tmpl" > "$tmp/prometheus.yml"
-prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/prom" \
-    --web.listen-address="127.0.0.1:$prom_port" > "$tmp/prometheus.err" 2>&1 &
-prom_pid=$!
+# On a free port (another one if the port was taken), ready within 30 s.
+source "$src/tests/common/serve_on_free_port.sh"
 rc=0
+serve_on_free_port "$tmp/prometheus.err" prometheus --config.file="$tmp/prometheus.yml" \
+    --storage.tsdb.path="$tmp/prom/@TRY@" --web.listen-address="127.0.0.1:@PORT@" || rc=$?
+prom_pid=$SERVE_PID prom_port=$SERVE_PORT
+((rc == 0)) || fail "a) Prometheus was not ready ($(serve_failure "$rc"))"
 timeout 180 sbatch --wait -n 2 --overcommit -o "$tmp/a.log" "$launch" --time 5 --config "$cfg" \
   --set run_root="$tmp/runs" --set num_mini_epochs=250 --set telemetry.address=127.0.0.1 \
   --set telemetry.file_sd_dir="$tmp/file_sd" >"$tmp/a.out" 2>&1 || rc=$?

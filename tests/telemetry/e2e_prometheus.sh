@@ -38,20 +38,25 @@ print(json.dumps(json.load(urllib.request.urlopen(url, timeout=5))["data"]["resu
 PY
 }
 
-mkdir -p "$tmp/file_sd" "$tmp/data" "$tmp/runs"
-port=$(free_port); gw_port=$(free_port)
-while [[ $gw_port == "$port" ]]; do gw_port=$(free_port); done
-prom="http://127.0.0.1:$port"; gw="http://127.0.0.1:$gw_port"
+mkdir -p "$tmp/file_sd" "$tmp/runs"
 sed -e "s|@FILE_SD_DIR@|$tmp/file_sd|g" -e "s|@RULES@|$src/monitoring/alerts.yml|g" \
     "$src/monitoring/prometheus.test.yml.tmpl" > "$tmp/prometheus.yml"
-prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
-    --web.listen-address="127.0.0.1:$port" > "$tmp/prometheus.log" 2>&1 &
-pids+=($!)
+# Each on a free port (another one if the port was taken), ready within 30 s.
+source "$src/tests/common/serve_on_free_port.sh"
+rc=0
+serve_on_free_port "$tmp/prometheus.log" prometheus --config.file="$tmp/prometheus.yml" \
+    --storage.tsdb.path="$tmp/data@TRY@" --web.listen-address="127.0.0.1:@PORT@" || rc=$?
+pids+=("$SERVE_PID")
+((rc == 0)) || fail "Prometheus was not ready ($(serve_failure "$rc"))"
+port=$SERVE_PORT
 # In memory only: Debian's default persistence file is shared by every
 # Pushgateway on the machine and would bring other runs' pushes.
-prometheus-pushgateway --web.listen-address="127.0.0.1:$gw_port" --persistence.file= > "$tmp/pushgateway.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 60); do get "$prom/-/ready" >/dev/null 2>&1 && get "$gw/-/ready" >/dev/null 2>&1 && break; sleep 0.5; done
+serve_on_free_port "$tmp/pushgateway.log" prometheus-pushgateway --web.listen-address="127.0.0.1:@PORT@" \
+    --persistence.file= || rc=$?
+pids+=("$SERVE_PID")
+((rc == 0)) || fail "the Pushgateway was not ready ($(serve_failure "$rc"))"
+gw_port=$SERVE_PORT
+prom="http://127.0.0.1:$port"; gw="http://127.0.0.1:$gw_port"
 
 # About 45 s of training here: long enough for discovery and the checks.
 mpirun -np 2 --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu_tiny.yml" \

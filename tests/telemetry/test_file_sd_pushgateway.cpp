@@ -32,6 +32,7 @@ extern char** environ;
 using namespace wg::telemetry;
 using wg::telemetry::testing::free_port;
 using wg::telemetry::testing::http_get;
+using wg::telemetry::testing::RefusingPort;
 using wg::telemetry::testing::SilentListener;
 using Clock = std::chrono::steady_clock;
 
@@ -250,7 +251,9 @@ TEST(TelemetryPushgateway, PushesToARealPushgateway) {
 TEST(TelemetryPushgateway, UnreachableOrSilentGatewayFailsWithinTheTimeout) {
   std::string error;
   auto t0 = Clock::now();
-  EXPECT_FALSE(push_to_gateway("http://127.0.0.1:" + std::to_string(free_port()), "wgtrain", "r", outcome(1), &error));
+  const RefusingPort refusing;
+  ASSERT_GT(refusing.port(), 0);
+  EXPECT_FALSE(push_to_gateway(refusing.url(), "wgtrain", "r", outcome(1), &error));
   EXPECT_NE(error.find("curl: "), std::string::npos) << error;  // connection refused, in curl's words
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500));
 

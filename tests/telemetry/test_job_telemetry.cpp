@@ -18,8 +18,8 @@
 #include "promtool.h"
 #include "wg/telemetry/job_telemetry.h"
 
-using wg::telemetry::testing::free_port;
 using wg::telemetry::testing::http_get;
+using wg::telemetry::testing::RefusingPort;
 using wg::telemetry::testing::SilentListener;
 using Clock = std::chrono::steady_clock;
 
@@ -147,7 +147,9 @@ TEST(TelemetryJob, TakenPortAndUnreachablePushgatewayAreCountedNotThrown) {
   ASSERT_GT(first.port(), 0);
   wg::TelemetryConfig c = local_config();
   c.port = first.port();
-  c.pushgateway = "http://127.0.0.1:" + std::to_string(free_port());
+  const RefusingPort refusing;
+  ASSERT_GT(refusing.port(), 0);
+  c.pushgateway = refusing.url();
   wg::JobTelemetry t(c, wg::RunIdentity{"busy", "", "tiny.yml", "0.1.0", 1}, {});
   EXPECT_NO_THROW(t.start());
   EXPECT_EQ(t.port(), 0);
