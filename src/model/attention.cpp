@@ -67,9 +67,9 @@ double query_key_pairs(const VarlenSegments& seg) {
 
 // Whether a lean self-attention of width d (= H·dh) over `pairs` query-key
 // pairs on `rows` rows runs its core again: the core 4·pairs·d FLOPs, the
-// four projections 8·rows·d², the output rows·d elements.
+// four projections 8·rows·d².
 bool self_core_reruns(double pairs, double rows, int64_t d) {
-  return lean_reruns_core(4.0 * pairs * double(d), 8.0 * rows * double(d) * double(d), rows * double(d));
+  return lean_reruns_core(4.0 * pairs * double(d), 8.0 * rows * double(d) * double(d));
 }
 }  // namespace
 
@@ -187,17 +187,13 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   const torch::Tensor kv = fused_linear(x_kv, pre_kv, {proj_heads_k->weight, proj_heads_v->weight}, {}, saving);
   const double dropout = is_training() ? o_.dropout : 0.0;
   // The core 4·pairs·inner FLOPs (every slot's), the projections
-  // 2·inner·(Rq·(dim + dim) + 2·Rk·dim_kv), what a rerun frees
-  // (cross_core_frees: the output, and gathered keys and values less the
-  // Rk rows a rerun keeps instead): lean_reruns_core, saving.h.
+  // 2·inner·(Rq·(dim + dim) + 2·Rk·dim_kv): lean_reruns_core, saving.h.
   const int64_t inner = H * o_.dim_head, slots = o_.sliced_q ? o_.num_slices_q : 1;
   const double rows_q = double(x_q.numel() / x_q.size(-1)), rows_k = double(x_kv.numel() / x_kv.size(-1));
   const bool rerun_core =
       saving == Saving::Lean &&
       lean_reruns_core(4.0 * double(slots) * query_key_pairs(seg) * double(inner),
-                       2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)),
-                       cross_core_frees(rows_q, kv_rows.defined() ? double(kv_rows.numel()) : 0.0, rows_k,
-                                        double(inner)));
+                       2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)));
   const QkNorm qk_norm{o_.qk_norm ? eps : 0.0};
   const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
   // The segments' keys and values are kv's rows, or its rows kv_rows (attention_core.h).

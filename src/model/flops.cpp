@@ -48,14 +48,14 @@ bool joint(CoreKernel kernel, bool layout = true) { return kernel == CoreKernel:
 
 // What a lean attention piece runs again of its core: nothing where the
 // layer keeps the core's output (lean_reruns_core, saving.h: the core's
-// FLOPs, the four projections', the elements a rerun frees); where it
+// FLOPs against the four projections'); where it
 // runs the core again, its output product (half the core) when the joint
 // pass runs it (the scores are computed once for forward and backward,
 // attention_core.h), else the whole core. The same joint pass runs a
 // recomputed piece's core (`joint_core` of PieceFlops: its rerun leaves
 // the core's forward out).
-double lean_core(double core, double projections, double freed, bool joint_pass) {
-  if (!lean_reruns_core(core, projections, freed)) return 0.0;
+double lean_core(double core, double projections, bool joint_pass) {
+  if (!lean_reruns_core(core, projections)) return 0.0;
   return joint_pass ? 0.5 * core : core;
 }
 
@@ -79,7 +79,7 @@ void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens, CoreKernel kern
     const double core = n * attention_core(o.num_channels, o.num_channels, o.dim_embed);
     const double projections = self_projections(rows, o.dim_embed);
     f.add(key(PieceKind::Attention, i), projections + core, linear(rows, o.dim_embed, o.dim_embed),
-          lean_core(core, projections, rows * double(o.dim_embed), joint(kernel)), joint(kernel) ? core : 0.0);
+          lean_core(core, projections, joint(kernel)), joint(kernel) ? core : 0.0);
     add(f, key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
   }
   const EmbedReadout r = embed_readout(o);
@@ -97,7 +97,7 @@ void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s, CoreKernel
   const double m = double(s.num_tokens);
   for (int64_t i = 0; i < o.num_blocks; ++i) {
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention), self_projections(m, o.dim) + core,
-          linear(m, o.dim, o.dim), lean_core(core, self_projections(m, o.dim), m * double(o.dim), joint(kernel)),
+          linear(m, o.dim, o.dim), lean_core(core, self_projections(m, o.dim), joint(kernel)),
           joint(kernel) ? core : 0.0);
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp), mlp(m, o.dim, o.dim, o.mlp_hidden_factor, 0, 0));
   }
@@ -118,7 +118,7 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
                              + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner) // keys, values of every token
                              + out;
   const double cross = projections + core,
-               lean = lean_core(core, projections, queries * double(inner), /*joint_pass=*/false);  // query slots
+               lean = lean_core(core, projections, /*joint_pass=*/false);  // query slots
   f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out, lean);
   add(f, PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
   f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out, lean);
@@ -135,7 +135,7 @@ void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<d
     const bool joint_pass = joint(kernel, attention_block(o, i) == 0);  // block-local: under autograd
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
           ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core, linear(rows, o.dim, o.dim),
-          lean_core(core, self_projections(rows, o.dim), rows * double(o.dim), joint_pass) +
+          lean_core(core, self_projections(rows, o.dim), joint_pass) +
               ada_norm_first(aux_rows, o.dim_aux),
           joint_pass ? core : 0.0);
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
@@ -159,9 +159,7 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
   const double cross_out = linear(p, inner, o.dim_embed);
   const double cross_projections =
       linear(p, o.dim_embed, inner) + 2.0 * linear(latent_tokens, o.dim_latent, inner) + cross_out;
-  const double cross_rerun = lean_core(cross_core, cross_projections,
-                                       cross_core_frees(p, 9.0 * latent_tokens, latent_tokens, double(inner)),
-                                       joint(kernel));
+  const double cross_rerun = lean_core(cross_core, cross_projections, joint(kernel));
   for (int64_t l = 0; l < o.num_layers; ++l) {
     f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::CrossAttention),
           ada_norm(p, o.dim_embed, o.dim_coords) + cross_projections + cross_core, cross_out,
@@ -170,7 +168,7 @@ void decoder(ModelFlops& f, const DecoderOptions& o, const std::vector<int64_t>&
       f.add(PieceKey::in_block("pred", o.stream, int(l), PieceKind::Attention),
             ada_norm(p, o.dim_embed, o.dim_coords) + self_projections(p, o.dim_embed) + self_core,
             linear(p, o.dim_embed, o.dim_embed),
-            lean_core(self_core, self_projections(p, o.dim_embed), p * double(o.dim_embed), joint(kernel)) +
+            lean_core(self_core, self_projections(p, o.dim_embed), joint(kernel)) +
                 ada_norm_first(p, o.dim_coords),
             joint(kernel) ? self_core : 0.0);
     add(f, PieceKey::in_block("pred", o.stream, int(l), PieceKind::Mlp),

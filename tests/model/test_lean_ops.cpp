@@ -329,8 +329,8 @@ struct AttentionPair {
   }
 };
 
-// Layers whose core runs again in a lean backward (output of 2^18
-// elements and more, few keys a query: lean_reruns_core), as the joint
+// Layers whose core runs again in a lean backward (few keys a query:
+// lean_reruns_core), as the joint
 // pass on the CPU kernel: dense and varlen self-attention and cross-
 // attention, with dropout and the q/k norm, give all's output and
 // gradients bit for bit.
@@ -438,9 +438,8 @@ TEST(LeanOps, ALeanProductRefusesASecondBackward) {
 // A recomputed attention layer (PieceMode::Recompute: Saving::All in
 // forward, Saving::Rerun in backward) whose core the CPU kernel runs as a
 // joint pass: the rerun leaves the core out of its forward and runs it
-// once in backward. With dropout and the q/k norm, and at a size where a
-// lean layer keeps its core's output (no lean_reruns_core), the gradients
-// are those of a layer kept whole, bit for bit: dense and varlen
+// once in backward. With dropout and the q/k norm, on cells of 0 to 40
+// rows, the gradients are those of a layer kept whole, bit for bit: dense and varlen
 // self-attention, cross-attention, and keys gathered from a latent.
 TEST(LeanOps, RecomputedCoresRunOnceInBackwardBitIdentical) {
   torch::manual_seed(16);
@@ -577,7 +576,7 @@ int64_t kept_by_forward(const std::function<torch::Tensor()>& forward) {
 TEST(LeanOps, LeanLayersKeepAboutHalf) {
   install_counting_allocator();
   torch::manual_seed(1);
-  const int64_t d = 64, rows = 4096;  // a core output of 2^18 elements: big enough to run again (saving.h)
+  const int64_t d = 64, rows = 4096;
   MlpOptions mo;
   mo.dim_in = d;
   mo.hidden_factor = 4;
@@ -615,15 +614,17 @@ TEST(LeanOps, LeanLayersKeepAboutHalf) {
   std::cout << "lean, 64 keys a query: attention " << kept << " units\n";
   EXPECT_GT(kept, 4.9);
   EXPECT_LT(kept, 5.2);
-  // 8 keys a query but 512 rows (2^15 elements): too small to be worth a rerun, the output is kept.
+  // 8 keys a query on 512 rows: the rule asks only how cheap the core is,
+  // so a small layer runs it again too (until 2026-12-05 one with an output
+  // under 2^18 elements kept it): 4 units.
   const VarlenSegments few = VarlenSegments::from_lengths(std::vector<int64_t>(64, 8), std::vector<int64_t>(64, 8),
                                                           torch::kCPU);
   const torch::Tensor x_few = x.slice(0, 0, 512);
   const double small =
       double(kept_by_forward([&] { return attn->forward_varlen(x_few, few, {}, Saving::Lean); })) / (unit / 8);
   std::cout << "lean, 512 rows: attention " << small << " units\n";
-  EXPECT_GT(small, 4.9);
-  EXPECT_LT(small, 5.2);
+  EXPECT_GT(small, 3.9);
+  EXPECT_LT(small, 4.2);
 }
 
 }  // namespace

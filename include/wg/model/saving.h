@@ -27,29 +27,19 @@ enum class Saving { All, Lean, Rerun };
 // Whether a lean attention layer runs its core again in backward instead
 // of keeping the core's output (on the CPU kernel in one pass with the
 // core's backward, which adds its output product: attention_core.h):
-// where that is cheap to recompute and expensive to keep. Cheap: the
-// core's FLOPs are at most a quarter of the layer's four projections'
-// (for self-attention of width d: at most d/2 keys a query); where keys
-// are many, the core costs as much as the projections. Expensive: what a
-// rerun frees has at least 2^18 elements (1 MiB in float32): its output,
-// and the decoder's keys and values gathered from the latent's
-// (attention.cpp); below that a rerun costs the kernel's fixed overhead
-// and frees little (at cpu_small's widths of 32 to 128 it took
-// `selective` from 1.05x to 1.11x none's step time for 0.5 MiB less of
-// 53). The layers decide per call (attention.cpp), the FLOP count per
-// piece (flops.cpp), by this one rule.
-constexpr double kLeanCoreMinFreed = double(1 << 18);
-inline bool lean_reruns_core(double core_flops, double projection_flops, double freed_elements) {
-  return freed_elements >= kLeanCoreMinFreed && core_flops <= 0.25 * projection_flops;
-}
-
-// What a rerun of a cross-attention core frees (elements): its output
-// (query_rows · inner), and where the keys and values are gathered rows
-// of their projections (the decoder's kv_rows: gathered_rows of them from
-// source_rows), the gathered rows less the source's, which a rerun keeps
-// instead (2·inner wide). gathered_rows 0: nothing gathered.
-inline double cross_core_frees(double query_rows, double gathered_rows, double source_rows, double inner) {
-  return query_rows * inner + (gathered_rows > 0 ? (gathered_rows - source_rows) * 2.0 * inner : 0.0);
+// where that is cheap to recompute, the core's FLOPs at most a quarter of
+// the layer's four projections' (for self-attention of width d: at most
+// d/2 keys a query); where keys are many, the core costs as much as the
+// projections. What a rerun frees is never small next to the layer: the
+// core's output is as wide as its input, and the decoder's cross-
+// attention gathers keys and values of 9 times the latent's rows. (Until
+// 2026-12-05 a layer whose rerun freed under 2^18 elements kept its
+// output; measured again, those reruns cost nothing measurable at
+// cpu_small and cut selective's peak there by a tenth:
+// docs/recomputation.md.) The layers decide per call (attention.cpp), the
+// FLOP count per piece (flops.cpp), by this one rule.
+inline bool lean_reruns_core(double core_flops, double projection_flops) {
+  return core_flops <= 0.25 * projection_flops;
 }
 
 }  // namespace wg
