@@ -20,27 +20,39 @@
 
 namespace wg::telemetry::testing {
 
-// A TCP listener on 127.0.0.1 that accepts into its backlog and never answers
-// (an unresponsive Pushgateway).
-struct SilentListener {
+// A TCP socket bound to a free port on 127.0.0.1 while it lives (port 0
+// when none could be bound), listening or not.
+struct LoopbackSocket {
   int fd = -1;
   int port = 0;
-  SilentListener() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  explicit LoopbackSocket(bool listening) : fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(fd, 4) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        (!listening || ::listen(fd, 4) == 0) && ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
       port = ntohs(addr.sin_port);
   }
-  ~SilentListener() {
+  ~LoopbackSocket() {
     if (fd >= 0) ::close(fd);
   }
-  SilentListener(const SilentListener&) = delete;
-  SilentListener& operator=(const SilentListener&) = delete;
+  LoopbackSocket(const LoopbackSocket&) = delete;
+  LoopbackSocket& operator=(const LoopbackSocket&) = delete;
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
+
+// A TCP listener on 127.0.0.1 that accepts into its backlog and never answers
+// (an unresponsive Pushgateway).
+struct SilentListener : LoopbackSocket {
+  SilentListener() : LoopbackSocket(/*listening=*/true) {}
+};
+
+// A port that refuses connections while this lives: bound, so no other
+// test can take it, but not listening, so a connect is refused at once
+// (a port from free_port() could be taken by a server in between).
+struct RefusingPort : LoopbackSocket {
+  RefusingPort() : LoopbackSocket(/*listening=*/false) {}
 };
 
 struct HttpResponse {
@@ -175,48 +187,10 @@ class HalfOpenClients {
   std::vector<int> fds_;
 };
 
-// A port that was free a moment ago (bind to port 0, read it, close).
+// A port that was free a moment ago (bound to port 0, read, closed).
 inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    socklen_t len = sizeof addr;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
+  const LoopbackSocket bound(/*listening=*/false);
+  return bound.port > 0 ? bound.port : -1;
 }
-
-// A port that refuses connections while this lives: bound, so no other
-// test can take it, but not listening, so a connect is refused at once
-// (a port from free_port() could be taken by a server in between).
-class RefusingPort {
- public:
-  RefusingPort() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = 0;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-      port_ = ntohs(addr.sin_port);
-  }
-  ~RefusingPort() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  RefusingPort(const RefusingPort&) = delete;
-  RefusingPort& operator=(const RefusingPort&) = delete;
-  int port() const { return port_; }  // -1 when no port could be bound
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int fd_;
-  int port_ = -1;
-};
 
 }  // namespace wg::telemetry::testing

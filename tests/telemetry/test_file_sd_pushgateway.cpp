@@ -252,7 +252,7 @@ TEST(TelemetryPushgateway, UnreachableOrSilentGatewayFailsWithinTheTimeout) {
   std::string error;
   auto t0 = Clock::now();
   const RefusingPort refusing;
-  ASSERT_GT(refusing.port(), 0);
+  ASSERT_GT(refusing.port, 0);
   EXPECT_FALSE(push_to_gateway(refusing.url(), "wgtrain", "r", outcome(1), &error));
   EXPECT_NE(error.find("curl: "), std::string::npos) << error;  // connection refused, in curl's words
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500));

@@ -148,7 +148,7 @@ TEST(TelemetryJob, TakenPortAndUnreachablePushgatewayAreCountedNotThrown) {
   wg::TelemetryConfig c = local_config();
   c.port = first.port();
   const RefusingPort refusing;
-  ASSERT_GT(refusing.port(), 0);
+  ASSERT_GT(refusing.port, 0);
   c.pushgateway = refusing.url();
   wg::JobTelemetry t(c, wg::RunIdentity{"busy", "", "tiny.yml", "0.1.0", 1}, {});
   EXPECT_NO_THROW(t.start());
