@@ -124,20 +124,25 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
   f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out, lean);
 }
 
-// An engine over `batch` sequences of `length` tokens, its norms' aux on aux_rows rows.
+// An engine over `batch` sequences of `length` tokens per call (one call
+// per entry), its norms' aux on aux_rows rows.
 void engine(ModelFlops& f, const EngineOptions& o, const std::vector<std::pair<double, int64_t>>& sequences,
             double aux_rows, CoreKernel kernel) {
   double rows = 0;
   for (const auto& [batch, length] : sequences) rows += batch * double(length);
   for (int64_t i = 0; i < o.num_blocks; ++i) {
-    double core = 0;
-    for (const auto& [batch, length] : sequences) core += sequence_core(batch, length, attention_block(o, i), o.dim);
     const bool joint_pass = joint(kernel, attention_block(o, i) == 0);  // block-local: under autograd
+    // Each entry of `sequences` is one call of the layer (the aggregation
+    // engine's samples, one at a time), and a lean layer decides per call.
+    double core = 0, lean = 0;
+    for (const auto& [batch, length] : sequences) {
+      const double c = sequence_core(batch, length, attention_block(o, i), o.dim);
+      core += c;
+      lean += lean_core(c, self_projections(batch * double(length), o.dim), joint_pass);
+    }
     f.add(PieceKey::in_block(o.section, "", int(i), PieceKind::Attention),
           ada_norm(aux_rows, o.dim, o.dim_aux) + self_projections(rows, o.dim) + core, linear(rows, o.dim, o.dim),
-          lean_core(core, self_projections(rows, o.dim), joint_pass) +
-              ada_norm_first(aux_rows, o.dim_aux),
-          joint_pass ? core : 0.0);
+          lean + ada_norm_first(aux_rows, o.dim_aux), joint_pass ? core : 0.0);
     add(f, PieceKey::in_block(o.section, "", int(i), PieceKind::Mlp),
         mlp(rows, o.dim, o.dim, o.mlp_hidden_factor, o.dim_aux, aux_rows));
   }

@@ -116,11 +116,31 @@ TEST(Flops, HandCountOfASmallModel) {
   EXPECT_EQ(piece("ae_local/block0.attn").lean_rerun, 160 / 2);    // core 160 against 1536
   EXPECT_EQ(piece("ae_adapter/block1.cross").lean_rerun, 96);      // core 96 against 1792
   EXPECT_EQ(piece("ae_global/block0.attn").lean_rerun, 1024 / 2);  // core 1024 against 8192
-  EXPECT_EQ(piece("pred.S/block0.cross").lean_rerun, 2 * 3 * 6 * 24);  // core 432 against 448: kept
+  EXPECT_EQ(piece("ae_aggregation/block0.attn").lean_rerun, 256 / 2);  // core 256 against 4096
+  EXPECT_EQ(piece("pred.S/block0.cross").lean_rerun, 2 * 3 * 6 * 24);  // core 432 against 1216: kept
   EXPECT_EQ(piece("pred.S/block0.attn").lean_rerun, 2 * 3 * 6 * 24 + 80 / 2);  // core 80 against 384
   EXPECT_EQ(piece("pred.S/block0.mlp").lean_rerun, 2 * 3 * 6 * 24);
   EXPECT_EQ(piece("ae_global/block0.mlp").lean_rerun, 0.0);
-  // The local engine 256 wide on 4096 tokens (an output of 2^20 elements):
+  // The aggregation engine runs each sample's non-empty cells as one
+  // call, and a lean layer decides per call: at width 16 a sample of 6
+  // cells (6 keys a query, at most 8) runs its core again and one of 12
+  // keeps it, though the two together (180 key pairs a query row of 18)
+  // would not.
+  FlopShape two = s;
+  two.num_samples = 2, two.num_cells = 12, two.num_tokens = 18;
+  two.source_cell_lens.assign(24, 0);
+  for (size_t c = 0; c < 6; ++c) two.source_cell_lens[c] = 1;
+  for (size_t c = 12; c < 24; ++c) two.source_cell_lens[c] = 1;
+  two.streams = {{"S", 18, {std::vector<int64_t>(24, 0)}}};
+  int found = 0;
+  for (const PieceFlops& p : model_flops(o, two, CoreKernel::Cpu).pieces)
+    if (p.key.str() == "ae_aggregation/block0.attn") {
+      ++found;
+      EXPECT_EQ(p.forward, 4 * 2 * 18 * 16 * 16 + 4 * (6 * 6 + 12 * 12) * 16);
+      EXPECT_EQ(p.lean_rerun, 4 * 6 * 6 * 16 / 2);
+    }
+  EXPECT_EQ(found, 1);
+  // The local engine 256 wide on 4096 tokens:
   // cells of 8 tokens make a core of 4·512·8²·256 FLOPs, far under a
   // quarter of the projections' 8·4096·256², so it runs again (its output
   // product, half the core: the joint pass computes the scores once);

@@ -28,7 +28,6 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "---- $f"; tail -n 25 "$f"; done; exit 1; }
-free_port() { $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 get() { $py -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1"; }
 query() {  # PromQL -> JSON result list
   $py - "$prom" "$1" <<'PY'
@@ -183,9 +182,11 @@ done
 echo "ok: job outcome pushed to the Pushgateway"
 
 # A port that is taken, an unwritable file_sd directory, a Pushgateway that is down: training goes on.
+hold_refusing_port || fail "could not hold a port for the Pushgateway that is down"
+pids+=("$REFUSING_PID")
 "$wgtrain" --config "$src/config/cpu_tiny.yml" --set run_root="$tmp/runs" --set run_id=busy \
     --set telemetry.address=127.0.0.1 --set telemetry.port="$port" --set telemetry.file_sd_dir=/proc/wg_no \
-    --set telemetry.pushgateway="http://127.0.0.1:$(free_port)" > "$tmp/busy.log" 2>&1 || fail "run with a busy port failed"
+    --set telemetry.pushgateway="http://127.0.0.1:$REFUSING_PORT" > "$tmp/busy.log" 2>&1 || fail "run with a busy port failed"
 for w in "telemetry (http): cannot serve /metrics" "telemetry (pushgateway): push to" "summary: 20 steps"; do
   grep -qF "$w" "$tmp/busy.log" || fail "busy-port run: no '$w'"
 done

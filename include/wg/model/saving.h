@@ -31,8 +31,9 @@ enum class Saving { All, Lean, Rerun };
 // the layer's four projections' (for self-attention of width d: at most
 // d/2 keys a query); where keys are many, the core costs as much as the
 // projections. What a rerun frees is never small next to the layer: the
-// core's output is as wide as its input, and the decoder's cross-
-// attention gathers keys and values of 9 times the latent's rows. (Until
+// core's output has a row of heads · dh values for every query row (the
+// layer's width in self-attention), and the decoder's cross-attention
+// gathers keys and values of 9 times the latent's rows. (Until
 // 2026-12-05 a layer whose rerun freed under 2^18 elements kept its
 // output; measured again, those reruns cost nothing measurable at
 // cpu_small and cut selective's peak there by a tenth:
