@@ -5,6 +5,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -15,6 +16,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -186,6 +189,43 @@ class HalfOpenClients {
  private:
   std::vector<int> fds_;
 };
+
+// Whether process `pid` holds a TCP socket listening on `port` (any
+// address): so that a server this test started, not another test's that
+// took the port in between, is the one answering there (Linux: the
+// listening sockets' inodes in /proc/net/tcp{,6} against the process's
+// open files).
+inline bool listens_on(pid_t pid, int port) {
+  std::vector<std::string> sockets;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream row(line);
+      std::string slot, local, remote, state, skip, inode;
+      row >> slot >> local >> remote >> state;
+      for (int i = 0; i < 5; ++i) row >> skip;  // tx:rx queue, timer, retransmits, uid, timeout
+      row >> inode;
+      const size_t colon = local.rfind(':');
+      if (state == "0A" && colon != std::string::npos && std::stoi(local.substr(colon + 1), nullptr, 16) == port)
+        sockets.push_back("socket:[" + inode + "]");  // 0A: LISTEN
+    }
+  }
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* dir = ::opendir(fds.c_str());
+  if (dir == nullptr) return false;
+  bool found = false;
+  while (const dirent* e = ::readdir(dir)) {
+    char target[256];
+    const ssize_t n = ::readlink((fds + "/" + e->d_name).c_str(), target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    for (const std::string& s : sockets) found = found || s == target;
+  }
+  ::closedir(dir);
+  return found;
+}
 
 // A port that was free a moment ago (bound to port 0, read, closed).
 inline int free_port() {

@@ -32,6 +32,7 @@ extern char** environ;
 using namespace wg::telemetry;
 using wg::telemetry::testing::free_port;
 using wg::telemetry::testing::http_get;
+using wg::telemetry::testing::listens_on;
 using wg::telemetry::testing::RefusingPort;
 using wg::telemetry::testing::SilentListener;
 using Clock = std::chrono::steady_clock;
@@ -118,7 +119,7 @@ class PushgatewayProcess {
     }
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     while (Clock::now() < deadline) {
-      if (http_get(port_, "/-/ready").status == 200) return true;
+      if (listens_on(pid_, port_) && http_get(port_, "/-/ready").status == 200) return true;
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
@@ -246,6 +247,18 @@ TEST(TelemetryPushgateway, PushesToARealPushgateway) {
   // The group kept what was pushed before.
   EXPECT_NE(http_get(gw.port(), "/metrics").body.find("wgtrain_job_last_step{instance=\"run-1\",job=\"wgtrain\"} 42\n"),
             std::string::npos);
+}
+
+// The fixture's readiness check: a listener of this process holds its
+// port; a bound socket that does not listen, or another process, does not.
+TEST(TelemetryPushgateway, ListensOnTellsWhoseListenerHoldsAPort) {
+  const SilentListener mine;
+  ASSERT_GT(mine.port, 0);
+  EXPECT_TRUE(listens_on(::getpid(), mine.port));
+  EXPECT_FALSE(listens_on(::getppid(), mine.port));
+  const RefusingPort bound;
+  ASSERT_GT(bound.port, 0);
+  EXPECT_FALSE(listens_on(::getpid(), bound.port));
 }
 
 TEST(TelemetryPushgateway, UnreachableOrSilentGatewayFailsWithinTheTimeout) {
