@@ -368,11 +368,7 @@ void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Ope
   std::vector<T> stats(size_t(t.items() * m));  // each row's lse, then its Σ dO · O
   rows_to_tile(pr, t, H, a.lse, stats.data());
   exp_rows_minus(P.data_ptr<T>(), t.items() * m, lk, stats.data());  // the probabilities again
-  torch::Tensor kept = P;
-  if (a.dropout > 0) {
-    kept = P.clone();
-    apply_dropout_mask_(kept, seed, a.dropout, offset);
-  }
+  const torch::Tensor kept = a.dropout > 0 ? dropout_masked(P, seed, a.dropout, offset) : P;
   const T* pk = kept.data_ptr<T>();
   products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
     mm<T>(small, true, false, lk, dh, m, T(1), pk + (i - t.i0) * size, lk, query_rows(pr, a.dO, H, i, t.r0), a.dO.ld,

@@ -145,6 +145,12 @@ void apply_dropout_mask_(torch::Tensor& t, uint64_t seed, double p, int64_t offs
   masked_scale(t, t, seed, p, offset);
 }
 
+torch::Tensor dropout_masked(const torch::Tensor& t, uint64_t seed, double p, int64_t offset) {
+  torch::Tensor out = torch::empty_like(t, at::MemoryFormat::Contiguous);
+  masked_scale(t, out, seed, p, offset);
+  return out;
+}
+
 torch::Tensor dropout_mask(uint64_t seed, double p, const torch::Tensor& like) {
   return masked(torch::ones_like(like, at::MemoryFormat::Contiguous), seed, p);
 }

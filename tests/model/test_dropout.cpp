@@ -72,6 +72,23 @@ TEST(Dropout, AMaskAtAnOffsetIsTheTailOfTheWholeMask) {
   }
 }
 
+// The out-of-place form (the attention kernel's backward keeps the
+// probabilities and masks a copy) gives apply_dropout_mask_'s bits and
+// leaves its input as it was.
+TEST(Dropout, AMaskedCopyEqualsTheMaskAppliedInPlace) {
+  torch::manual_seed(5);
+  for (const auto dtype : {torch::kFloat, torch::kDouble})
+    for (const int64_t offset : {0, 7, 4096}) {
+      const torch::Tensor x = torch::randn({3, 79, 79}, dtype), before = x.clone();
+      torch::Tensor in_place = x.clone();
+      apply_dropout_mask_(in_place, 42, 0.1, offset);
+      const torch::Tensor copy = dropout_masked(x, 42, 0.1, offset);
+      EXPECT_TRUE(torch::equal(copy, in_place)) << dtype << " offset " << offset;
+      EXPECT_TRUE(torch::equal(x, before));
+      EXPECT_FALSE(torch::equal(copy, x));  // some elements were dropped
+    }
+}
+
 TEST(Dropout, ANaNStaysANaNWhereDropped) {
   const torch::Tensor x = torch::full({4096}, std::nan(""));
   torch::manual_seed(3);
