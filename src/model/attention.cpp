@@ -85,6 +85,11 @@ SelfAttentionImpl::SelfAttentionImpl(const AttentionOptions& options) : o_(optio
   proj_heads_k = register_module("proj_heads_k", lin(o_.dim, o_.num_heads * o_.dim_head));
   proj_heads_v = register_module("proj_heads_v", lin(o_.dim, o_.num_heads * o_.dim_head));
   proj_out = register_module("proj_out", lin(o_.dim, o_.dim));
+  place_fused();
+}
+
+void SelfAttentionImpl::place_fused() {
+  place_adjacent({proj_heads_q->weight, proj_heads_k->weight, proj_heads_v->weight});
 }
 
 Prelude SelfAttentionImpl::pre_norm(const torch::Tensor& aux, Saving saving) {
@@ -173,7 +178,10 @@ CrossAttentionImpl::CrossAttentionImpl(const AttentionOptions& options) : o_(opt
   proj_heads_k = register_module("proj_heads_k", lin(o_.dim_kv, inner));
   proj_heads_v = register_module("proj_heads_v", lin(o_.dim_kv, inner));
   proj_out = register_module("proj_out", lin(inner, o_.dim));
+  place_fused();
 }
+
+void CrossAttentionImpl::place_fused() { place_adjacent({proj_heads_k->weight, proj_heads_v->weight}); }
 
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch::Tensor& x_kv, const VarlenSegments& seg,
                                           const torch::Tensor& aux, Saving saving, const torch::Tensor& kv_rows) {

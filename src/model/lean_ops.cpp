@@ -57,11 +57,17 @@ struct Layout : torch::CustomClassHolder {
   bool released = false;  // after backward: pre and first_run let go (their closures hold tensors)
 };
 
-torch::Tensor cat_or_one(const std::vector<torch::Tensor>& t) { return t.size() == 1 ? t[0] : torch::cat(t, 0); }
-
-// The weights as one operand: concatenated rows [Σ out_i, in], or, grouped, stacked [G, out, in].
+// The weights as one operand: their rows [Σ out_i, in], read in place
+// where they lie one after another in one storage (place_adjacent), else
+// concatenated (100 MB a step at cpu_wide before they were placed so);
+// grouped, stacked [G, out, in].
 torch::Tensor joined(const Layout& l, const std::vector<torch::Tensor>& t) {
-  return l.grouped ? torch::stack(t) : cat_or_one(t);
+  if (l.grouped) return torch::stack(t);
+  if (t.size() == 1) return t[0];
+  if (!lie_adjacent(t)) return torch::cat(t, 0);
+  std::vector<int64_t> sizes = t[0].sizes().vec();
+  for (size_t i = 1; i < t.size(); ++i) sizes[0] += t[i].size(0);
+  return t[0].detach().as_strided(sizes, t[0].strides(), t[0].storage_offset());
 }
 
 // h [..., G, in] as the groups' row blocks [G, N, in] (a view).
@@ -402,6 +408,43 @@ torch::Tensor fused_linear(const torch::Tensor& x, const Prelude& pre, const std
 torch::Tensor output_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                             const std::vector<torch::Tensor>& biases, Saving saving) {
   return linear_with_prelude("output_linear", false, x, pre, weights, biases, saving, /*output_read=*/false);
+}
+
+bool lie_adjacent(const std::vector<torch::Tensor>& weights) {
+  if (weights.empty() || !weights[0].is_contiguous() || weights[0].dim() < 1) return false;
+  const torch::Tensor& first = weights[0];
+  for (size_t i = 1; i < weights.size(); ++i) {
+    const torch::Tensor &w = weights[i], &before = weights[i - 1];
+    if (!w.is_contiguous() || w.scalar_type() != first.scalar_type() || w.device() != first.device() ||
+        w.dim() != first.dim() || w.sizes().slice(1) != first.sizes().slice(1) ||
+        !w.storage().is_alias_of(first.storage()) || w.storage_offset() != before.storage_offset() + before.numel())
+      return false;
+  }
+  return true;
+}
+
+void place_adjacent(const std::vector<torch::Tensor>& params) {
+  if (params.size() < 2 || lie_adjacent(params)) return;
+  const torch::Tensor& first = params[0];
+  std::vector<int64_t> sizes = first.sizes().vec();
+  TORCH_CHECK(!sizes.empty(), "place_adjacent: scalar parameters");
+  sizes[0] = 0;
+  for (const torch::Tensor& p : params) {
+    TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device() && p.dim() == first.dim() &&
+                    p.sizes().slice(1) == first.sizes().slice(1),
+                "place_adjacent: parameters of one dtype, device and row shape, got ", p.sizes(), " and ",
+                first.sizes());
+    sizes[0] += p.size(0);
+  }
+  const torch::NoGradGuard no_grad;
+  const torch::Tensor storage = torch::empty(sizes, first.options().requires_grad(false));
+  int64_t row = 0;
+  for (const torch::Tensor& p : params) {
+    torch::Tensor slice = storage.narrow(0, row, p.size(0));
+    slice.copy_(p);
+    p.set_data(slice);
+    row += p.size(0);
+  }
 }
 
 torch::Tensor grouped_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,

@@ -67,6 +67,26 @@ WeatherModelImpl::WeatherModelImpl(const ModelOptions& o) : o_(o) {
   pred_modes_.assign(pred_keys_.size(), PieceMode::Keep);
 }
 
+void WeatherModelImpl::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(device, dtype, non_blocking);
+  place_fused();
+}
+void WeatherModelImpl::to(torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(dtype, non_blocking);
+  place_fused();
+}
+void WeatherModelImpl::to(torch::Device device, bool non_blocking) {
+  torch::nn::Module::to(device, non_blocking);
+  place_fused();
+}
+
+void WeatherModelImpl::place_fused() {
+  for (const auto& m : modules(/*include_self=*/false)) {
+    if (auto* self = dynamic_cast<SelfAttentionImpl*>(m.get())) self->place_fused();
+    if (auto* cross = dynamic_cast<CrossAttentionImpl*>(m.get())) cross->place_fused();
+  }
+}
+
 void WeatherModelImpl::set_plan(const RecomputePlan& plan) {
   for (auto& e : embeds_) e->set_plan(plan);
   ae_local_->set_plan(plan);

@@ -374,6 +374,55 @@ TEST(LeanOps, CoresRunAgainAreBitIdenticalLeanAndAll) {
   }
 }
 
+// q, k and v (and cross-attention's k and v) lie one after another in one
+// storage from construction, so their fused product reads them in place;
+// when they do not (each given its own storage, as a move to another
+// device does), the product concatenates them: the output and gradients
+// are the same bits either way, in place they see an in-place update (an
+// optimizer's), and place_fused puts them back.
+TEST(LeanOps, FusedWeightsAreReadInPlaceWhereTheyLieOneAfterAnother) {
+  torch::manual_seed(21);
+  AttentionPair layers(32, 16, 0.0);
+  const auto fused = [&] {
+    std::vector<std::vector<torch::Tensor>> groups;
+    for (const char* name : {"proj_heads_q.weight", "proj_heads_k.weight", "proj_heads_v.weight"})
+      (groups.empty() ? groups.emplace_back() : groups[0]).push_back(layers.self_attn->named_parameters()[name]);
+    groups.push_back({layers.cross_attn->named_parameters()["proj_heads_k.weight"],
+                      layers.cross_attn->named_parameters()["proj_heads_v.weight"]});
+    return groups;
+  };
+  for (const auto& g : fused()) EXPECT_TRUE(lie_adjacent(g));
+  const VarlenSegments cells = VarlenSegments::from_lengths({5, 0, 9}, {5, 0, 9}, torch::kCPU),
+                       seg = VarlenSegments::from_lengths({5, 0, 9}, {4, 3, 6}, torch::kCPU);
+  const torch::Tensor x = torch::randn({14, 32}).requires_grad_(true), kv = torch::randn({13, 16}).requires_grad_(true);
+  std::vector<torch::Tensor> wrt{x, kv};
+  for (const auto& p : layers.params()) wrt.push_back(p);
+  const auto run = [&] {
+    for (auto& t : wrt) t.mutable_grad() = torch::Tensor();
+    const torch::Tensor y = layers.self_attn->forward_varlen(x, cells, {}, Saving::All) +
+                            layers.cross_attn->forward(x, kv, seg, {}, Saving::Lean);
+    return output_and_grads(y, wrt, torch::ones_like(y) + y.detach());
+  };
+  const std::vector<torch::Tensor> in_place = run();
+  for (const auto& g : fused())
+    for (const torch::Tensor& w : g) w.set_data(w.detach().clone());
+  for (const auto& g : fused()) EXPECT_FALSE(lie_adjacent(g));
+  expect_bit_identical(in_place, run());  // concatenated
+  layers.self_attn->place_fused();
+  layers.cross_attn->place_fused();
+  for (const auto& g : fused()) EXPECT_TRUE(lie_adjacent(g));
+  expect_bit_identical(in_place, run());
+  {
+    const torch::NoGradGuard no_grad;
+    for (const auto& g : fused()) g.back().add_(0.5);  // as an optimizer updates a parameter
+  }
+  const std::vector<torch::Tensor> updated = run();
+  EXPECT_FALSE(torch::equal(updated[0], in_place[0]));
+  for (const auto& g : fused())
+    for (const torch::Tensor& w : g) w.set_data(w.detach().clone());
+  expect_bit_identical(updated, run());
+}
+
 // Under Saving::Rerun (a recomputation's second run) output_linear with a
 // joint prelude runs neither its product nor its prelude in forward; the
 // prelude runs once, jointly, in backward, with its random draws as at the

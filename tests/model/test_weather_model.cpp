@@ -10,6 +10,7 @@
 
 #include "../common/tiny_config.h"
 #include "wg/data/dataset.h"
+#include "wg/model/lean_ops.h"
 #include "wg/model/model_options.h"
 #include "wg/model/weather_model.h"
 #include "wg/plan/recompute_plan.h"
@@ -47,6 +48,41 @@ std::string shape_text(const torch::Tensor& t) {
   std::string out;
   for (int64_t d : t.sizes()) out += (out.empty() ? "" : "x") + std::to_string(d);
   return out;
+}
+
+// The attention layers' fused projections lie one after another in one
+// storage (lean_ops.h: place_adjacent), and still do after the model moves
+// to another dtype and back (Module::to gives each parameter its own).
+TEST(WeatherModel, FusedProjectionsLieOneAfterAnotherAfterAMove) {
+  torch::NoGradGuard no_grad;
+  const std::vector<StreamShape> shapes = {{"ERA5", 4, false, 0, {"a", "b"}, {"a"}},
+                                           {"SYNOP", 2, false, 1, {"c"}, {"c", "d"}}};
+  WeatherModel model(model_options(tiny_config(), shapes));
+  // Per layer with keys: k and v one after another; and how many layers
+  // have q before them (self-attention).
+  const auto check = [&](const char* when) {
+    const auto params = model->named_parameters();
+    int64_t layers = 0, with_q = 0;
+    const std::string k_name = "proj_heads_k.weight";
+    for (const auto& p : params) {
+      const std::string& key = p.key();
+      if (key.size() < k_name.size() || key.compare(key.size() - k_name.size(), k_name.size(), k_name) != 0) continue;
+      const std::string layer = key.substr(0, key.size() - k_name.size());
+      const torch::Tensor k = p.value(), v = params[layer + "proj_heads_v.weight"];
+      ++layers;
+      EXPECT_TRUE(lie_adjacent({k, v})) << when << ": " << layer;
+      if (params.contains(layer + "proj_heads_q.weight") && lie_adjacent({params[layer + "proj_heads_q.weight"], k, v}))
+        ++with_q;
+    }
+    return std::make_pair(layers, with_q);
+  };
+  const auto built = check("built");
+  EXPECT_GT(built.first, built.second);  // cross-attention: q on its own
+  EXPECT_GT(built.second, 0);
+  model->to(torch::kFloat64);
+  EXPECT_EQ(check("float64"), built);
+  model->to(torch::kFloat32);
+  EXPECT_EQ(check("float32 again"), built);
 }
 
 TEST(WeatherModel, DefaultConfigBuildsUpstreamsStateDict) {

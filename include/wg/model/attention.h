@@ -59,6 +59,11 @@ class SelfAttentionImpl : public torch::nn::Module {
   // x [R, d] packed rows in segments -> [R, d].
   torch::Tensor forward_varlen(const torch::Tensor& x, const VarlenSegments& seg, const torch::Tensor& aux = {},
                                Saving saving = Saving::All);
+  // q's, k's and v's weights one after another in one storage, so that
+  // their product reads them in place (place_adjacent, lean_ops.h): done
+  // at construction, and again by WeatherModel after a device or dtype
+  // change (which gives each parameter its own storage).
+  void place_fused();
 
  private:
   Prelude pre_norm(const torch::Tensor& aux, Saving saving);
@@ -88,6 +93,8 @@ class CrossAttentionImpl : public torch::nn::Module {
   // Not with sliced queries.
   torch::Tensor forward(const torch::Tensor& x_q, const torch::Tensor& x_kv, const VarlenSegments& seg,
                         const torch::Tensor& aux = {}, Saving saving = Saving::All, const torch::Tensor& kv_rows = {});
+  // k's and v's weights one after another (see SelfAttention's).
+  void place_fused();
 
  private:
   AttentionOptions o_;

@@ -95,4 +95,16 @@ torch::Tensor output_linear(const torch::Tensor& x, const Prelude& pre, const st
 torch::Tensor grouped_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                              const std::vector<torch::Tensor>& biases, Saving saving);
 
+// Puts parameters that fused_linear takes together (q, k and v; k and v)
+// one after another in one new storage, in this order, with their values
+// (each keeps its name, shape and place in the module; set_data). While
+// they lie so, fused_linear reads them as one operand where they are;
+// otherwise (a device or dtype change made each its own storage again)
+// it concatenates them, with the same result. Same dtype, device and
+// trailing sizes.
+void place_adjacent(const std::vector<torch::Tensor>& params);
+
+// Whether fused_linear would read these weights in place (no copy).
+bool lie_adjacent(const std::vector<torch::Tensor>& weights);
+
 }  // namespace wg

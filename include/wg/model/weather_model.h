@@ -58,10 +58,18 @@ class WeatherModelImpl : public torch::nn::Module {
   ModelOutput forward(const ModelBatch& batch, bool record_sections = false);
 
   const ModelOptions& options() const { return o_; }
+
+  // Module::to, then the attention layers' fused projections placed one
+  // after another again (SelfAttention::place_fused): a move to another
+  // device or dtype gives each parameter its own storage.
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
   // The fixed tables, on the device of the last forward (CPU before).
   const ModelTables& tables() const { return tables_; }
 
  private:
+  void place_fused();
   torch::Tensor embed_tokens(const ModelBatch& batch);
   torch::Tensor aggregate(const torch::Tensor& queries, const std::vector<int64_t>& per_sample);
   std::vector<torch::Tensor> predict(const ModelBatch& batch, int64_t step, const torch::Tensor& latent);
