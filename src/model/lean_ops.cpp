@@ -28,6 +28,7 @@
 //   once, as forward and backward in one pass, instead of a forward and
 //   then a backward that computes the scores again.
 #include "wg/model/lean_ops.h"
+#include "wg/model/grouped_rows.h"
 
 #include "wg/model/dropout.h"
 #include "wg/model/gelu_dropout.h"
@@ -35,6 +36,7 @@
 
 #include <algorithm>
 
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -51,6 +53,7 @@ struct Layout : torch::CustomClassHolder {
   bool lean = false;
   size_t num_pre = 0, num_weights = 0, num_biases = 0;
   bool grouped = false;       // grouped_linear: group g of the input through weight g
+  bool on_rows = false;       // grouped, and its backward on the rows in place (grouped_rows.h)
   bool unread = false;        // output_linear in a rerun: the product is not computed
   std::vector<int64_t> rows;  // output rows of each weight
   std::vector<GeneratorStates> first_run;  // lean with a random pre: the states before it ran (0 or 1)
@@ -75,11 +78,50 @@ torch::Tensor by_group(const torch::Tensor& h) {
   return h.reshape({-1, h.size(-2), h.size(-1)}).transpose(0, 1);
 }
 
+// A grouped product runs on the rows in place (grouped_rows.h) on the CPU,
+// in float or double, with at most this many outputs a group (the embed's
+// read-out: a few a channel); elsewhere as one batched product over the
+// groups. Decided by the weights alone, so forward and backward agree.
+constexpr int64_t kRowsMaxOut = 32;
+bool on_rows(const Layout& l, const std::vector<torch::Tensor>& weights) {
+  const torch::Tensor& w = weights.front();
+  return l.grouped && w.device().is_cpu() && (w.scalar_type() == torch::kFloat || w.scalar_type() == torch::kDouble) &&
+         w.size(0) <= kRowsMaxOut;
+}
+
+// x [..., G, in] as rows: how many.
+int64_t rows_of(const torch::Tensor& x) { return x.numel() / std::max<int64_t>(1, x.size(-2) * x.size(-1)); }
+
+// A grouped product on rows, seen by LibTorch's profiler as the batched
+// product it replaces ([G, m, k] · [G, k, n]: its FLOP count; Flops.*
+// check the model's count against the profiler's).
+template <typename F>
+void as_bmm(int64_t groups, int64_t m, int64_t k, int64_t n, const F& run) {
+  const auto meta = torch::TensorOptions().device(torch::kMeta);
+  RECORD_FUNCTION("aten::bmm",
+                  std::vector<c10::IValue>({torch::empty({groups, m, k}, meta), torch::empty({groups, k, n}, meta)}));
+  run();
+}
+
 // The product: y = h · Wᵀ + b.
 torch::Tensor product(const Layout& l, const torch::Tensor& h, const std::vector<torch::Tensor>& weights,
                       const std::vector<torch::Tensor>& biases) {
   const torch::Tensor W = joined(l, weights), b = biases.empty() ? torch::Tensor() : joined(l, biases);
   if (!l.grouped) return torch::linear(h, W, b);
+  if (l.on_rows) {
+    const torch::Tensor x = h.contiguous();
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = W.size(1);
+    torch::Tensor y = torch::empty(shape, x.options());
+    as_bmm(W.size(0), rows_of(x), W.size(2), W.size(1), [&] {
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "grouped_rows_forward", [&] {
+        grouped_rows_forward<scalar_t>(x.data_ptr<scalar_t>(), W.data_ptr<scalar_t>(),
+                                       b.defined() ? b.data_ptr<scalar_t>() : nullptr, rows_of(x), W.size(0), W.size(2),
+                                       W.size(1), y.data_ptr<scalar_t>());
+      });
+    });
+    return y;
+  }
   torch::Tensor y = torch::bmm(by_group(h), W.transpose(1, 2));  // [G, N, out]
   if (b.defined()) y.add_(b.unsqueeze(1));
   std::vector<int64_t> shape(h.sizes().begin(), h.sizes().end());
@@ -114,6 +156,24 @@ void weight_grads(const Layout& l, const torch::Tensor& G, const torch::Tensor& 
     const torch::Tensor p = in_dtype(t, param);
     return l.grouped ? p.unbind(0) : p.split_with_sizes(l.rows, 0);
   };
+  if (l.on_rows) {  // G [..., G, out] and H [..., G, in] contiguous, of the weights' dtype
+    const int64_t groups = H.size(-2), in = H.size(-1), out = G.size(-1);
+    const torch::Tensor dW = torch::empty({groups, out, in}, H.options()),
+                        db = l.num_biases > 0 ? torch::empty({groups, out}, H.options()) : torch::Tensor();
+    as_bmm(groups, out, rows_of(H), in, [&] {
+      AT_DISPATCH_FLOATING_TYPES(H.scalar_type(), "grouped_rows_weight_grad", [&] {
+        grouped_rows_weight_grad<scalar_t>(G.data_ptr<scalar_t>(), H.data_ptr<scalar_t>(), rows_of(H), groups, in, out,
+                                           dW.data_ptr<scalar_t>(), db.defined() ? db.data_ptr<scalar_t>() : nullptr);
+      });
+    });
+    const auto dWs = parts(dW);
+    for (size_t i = 0; i < l.num_weights; ++i) result[1 + w0 + i] = dWs[i];
+    if (db.defined()) {
+      const auto dbs = parts(db);
+      for (size_t i = 0; i < l.num_biases; ++i) result[1 + b0 + i] = dbs[i];
+    }
+    return;
+  }
   const torch::Tensor Hc = in_dtype(H, G.scalar_type());
   const auto dWs = parts(l.grouped ? torch::bmm(G.transpose(1, 2), Hc) : G.t().mm(Hc));
   for (size_t i = 0; i < l.num_weights; ++i) result[1 + w0 + i] = dWs[i];
@@ -211,9 +271,14 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     }
     const size_t w0 = 1 + l.num_pre, b0 = w0 + l.num_weights;
     variable_list result(1 + b0 + l.num_biases);  // the holder's slot, x, pre's tensors, weights, biases
-    // G: the output's gradient, H: the product's input, as rows ([N, ·]) or groups of rows ([G, N, ·]).
-    const torch::Tensor G = l.grouped ? by_group(grads[0]) : grads[0].reshape({-1, grads[0].size(-1)});
-    torch::Tensor H = l.grouped ? by_group(h.detach()) : h.detach().reshape({-1, h.size(-1)});
+    // G: the output's gradient, H: the product's input, as rows ([N, ·]) or
+    // groups of rows ([G, N, ·]); on rows in place as they lie ([..., G, ·]).
+    const torch::Tensor G = l.on_rows   ? grads[0].contiguous()
+                            : l.grouped ? by_group(grads[0])
+                                        : grads[0].reshape({-1, grads[0].size(-1)});
+    torch::Tensor H = l.on_rows   ? h.detach().contiguous()
+                      : l.grouped ? by_group(h.detach())
+                                  : h.detach().reshape({-1, h.size(-1)});
     const std::vector<int64_t> h_sizes = h.sizes().vec();
     const c10::ScalarType h_dtype = h.scalar_type();
     weight_grads(l, G, H, weights.front().scalar_type(), result);
@@ -225,8 +290,19 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     for (const torch::Tensor& p : pre_params) wants_dh = wants_dh || p.requires_grad();
     if (!wants_dh) return result;
     const torch::Tensor W = in_dtype(joined(l, weights), G.scalar_type());
-    torch::Tensor dH = in_dtype(l.grouped ? torch::bmm(G, W).transpose(0, 1).reshape(h_sizes) : G.mm(W).view(h_sizes),
-                                h_dtype);
+    torch::Tensor dH;
+    if (l.on_rows) {
+      dH = torch::empty(h_sizes, G.options());
+      as_bmm(W.size(0), rows_of(dH), W.size(1), W.size(2), [&] {
+        AT_DISPATCH_FLOATING_TYPES(G.scalar_type(), "grouped_rows_input_grad", [&] {
+          grouped_rows_input_grad<scalar_t>(G.data_ptr<scalar_t>(), W.data_ptr<scalar_t>(), rows_of(dH), W.size(0),
+                                            W.size(2), W.size(1), dH.data_ptr<scalar_t>());
+        });
+      });
+    } else {
+      dH = l.grouped ? torch::bmm(G, W).transpose(0, 1).reshape(h_sizes) : G.mm(W).view(h_sizes);
+    }
+    dH = in_dtype(dH, h_dtype);
     if (!(l.lean && l.pre.fn)) {
       result[1] = dH;
       return result;
@@ -376,6 +452,7 @@ torch::Tensor linear_with_prelude(const char* what, bool grouped, const torch::T
               " weights for an input of shape ", x.sizes(), " (groups on the second-to-last axis)");
   auto layout = c10::make_intrusive<Layout>();
   layout->grouped = grouped;
+  layout->on_rows = on_rows(*layout, weights);
   layout->unread = !output_read && saving == Saving::Rerun;
   // Lean as Saving::Lean says; and an unread product whose pre runs jointly
   // with its backward: nothing reads pre's output before that backward.
