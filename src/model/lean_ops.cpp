@@ -86,7 +86,7 @@ constexpr int64_t kRowsMaxOut = 32;
 bool on_rows(const Layout& l, const std::vector<torch::Tensor>& weights) {
   const torch::Tensor& w = weights.front();
   return l.grouped && w.device().is_cpu() && (w.scalar_type() == torch::kFloat || w.scalar_type() == torch::kDouble) &&
-         w.size(0) <= kRowsMaxOut;
+         w.size(0) >= 1 && w.size(0) <= kRowsMaxOut && w.size(1) >= 1;
 }
 
 // x [..., G, in] as rows: how many.
@@ -488,11 +488,16 @@ torch::Tensor output_linear(const torch::Tensor& x, const Prelude& pre, const st
 }
 
 bool lie_adjacent(const std::vector<torch::Tensor>& weights) {
-  if (weights.empty() || !weights[0].is_contiguous() || weights[0].dim() < 1) return false;
+  // Rows of numel / size(0) elements each, one after another: is_contiguous
+  // alone says nothing of a dimension of size 1 or of an empty tensor.
+  const auto plain_rows = [](const torch::Tensor& w) {
+    return w.dim() >= 1 && w.numel() > 0 && w.is_contiguous() && w.stride(0) == w.numel() / w.size(0);
+  };
+  if (weights.empty() || !plain_rows(weights[0])) return false;
   const torch::Tensor& first = weights[0];
   for (size_t i = 1; i < weights.size(); ++i) {
     const torch::Tensor &w = weights[i], &before = weights[i - 1];
-    if (!w.is_contiguous() || w.scalar_type() != first.scalar_type() || w.device() != first.device() ||
+    if (!plain_rows(w) || w.scalar_type() != first.scalar_type() || w.device() != first.device() ||
         w.dim() != first.dim() || w.sizes().slice(1) != first.sizes().slice(1) ||
         !w.storage().is_alias_of(first.storage()) || w.storage_offset() != before.storage_offset() + before.numel())
       return false;

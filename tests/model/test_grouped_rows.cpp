@@ -78,32 +78,57 @@ TEST(GroupedRows, TheBitsDoNotDependOnTheThreadCount) {
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << "result " << i;
 }
 
-// grouped_linear: few outputs a group on rows in place, more (above 32)
-// as one batched product; each against a product per group.
+// grouped_linear: few outputs a group on rows in place (its output the
+// kernel's, bit for bit), more (above 32) as one batched product; each
+// against a product per group, the gradients of x, the weights and the
+// biases, in float and double, with a lean norm before it as the read-out
+// runs it.
 TEST(GroupedRows, GroupedLinearTakesRowsForFewOutputsAndABatchedProductForMore) {
   torch::manual_seed(9);
-  for (const int64_t out : {3, 40}) {
-    SCOPED_TRACE(out);
-    const int64_t N = 6, G = 5, in = 24;
-    const auto leaf = [](std::vector<int64_t> s) { return torch::randn(s, torch::kFloat64).requires_grad_(true); };
-    const torch::Tensor x = leaf({N, G, in});
-    std::vector<torch::Tensor> w, b;
-    for (int64_t g = 0; g < G; ++g) {
-      w.push_back(leaf({out, in}));
-      b.push_back(leaf({out}));
+  for (const auto dtype : {torch::kFloat64, torch::kFloat32})
+    for (const int64_t out : {3, 40}) {
+      SCOPED_TRACE(testing::Message() << dtype << ", " << out << " outputs");
+      const int64_t N = 6, G = 5, in = 24;
+      const double tol = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
+      const auto leaf = [&](std::vector<int64_t> s) { return torch::randn(s, dtype).requires_grad_(true); };
+      const torch::Tensor x = leaf({N, G, in}), ln_w = leaf({G, in}), ln_b = leaf({G, in});
+      std::vector<torch::Tensor> w, b, wrt{x, ln_w, ln_b};
+      for (int64_t g = 0; g < G; ++g) {
+        w.push_back(leaf({out, in}));
+        b.push_back(leaf({out}));
+        wrt.push_back(w.back());
+        wrt.push_back(b.back());
+      }
+      const torch::Tensor seed = torch::randn({N, G, out}, dtype);
+      const auto grads = [&](const torch::Tensor& y) {
+        for (auto& t : wrt) t.mutable_grad() = torch::Tensor();
+        (y * seed).sum().backward();
+        std::vector<torch::Tensor> g{y.detach()};
+        for (const auto& t : wrt) g.push_back(t.grad().clone());
+        return g;
+      };
+      const std::vector<torch::Tensor> got =
+          grads(grouped_linear(x, channel_norm_prelude(1e-5, ln_w, ln_b), w, b, Saving::Lean));
+      const torch::Tensor h = (torch::layer_norm(x, {in}, {}, {}, 1e-5) * ln_w + ln_b).detach();
+      if (out == 3) {  // on rows: the kernel's own output
+        const torch::NoGradGuard no_grad;
+        const torch::Tensor W = torch::stack(w), B = torch::stack(b);
+        torch::Tensor y = torch::empty({N, G, out}, h.options());
+        AT_DISPATCH_FLOATING_TYPES(h.scalar_type(), "test", [&] {
+          grouped_rows_forward<scalar_t>(h.data_ptr<scalar_t>(), W.data_ptr<scalar_t>(), B.data_ptr<scalar_t>(), N, G,
+                                         in, out, y.data_ptr<scalar_t>());
+        });
+        EXPECT_TRUE(torch::equal(got[0], y));
+      }
+      std::vector<torch::Tensor> per_group;
+      const torch::Tensor normed = torch::layer_norm(x, {in}, {}, {}, 1e-5) * ln_w + ln_b;
+      for (int64_t g = 0; g < G; ++g)
+        per_group.push_back(torch::linear(normed.select(1, g), w[size_t(g)], b[size_t(g)]));
+      const std::vector<torch::Tensor> want = grads(torch::stack(per_group, 1));
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_TRUE(torch::allclose(got[i], want[i], tol, tol)) << "tensor " << i << " (0: the output)";
     }
-    const torch::Tensor seed = torch::randn({N, G, out}, torch::kFloat64);
-    (grouped_linear(x, {}, w, b, Saving::All) * seed).sum().backward();
-    std::vector<torch::Tensor> got{x.grad().clone()};
-    for (int64_t g = 0; g < G; ++g) got.push_back(w[size_t(g)].grad().clone());
-    x.mutable_grad() = torch::Tensor();
-    for (auto& t : w) t.mutable_grad() = torch::Tensor();
-    std::vector<torch::Tensor> per_group;
-    for (int64_t g = 0; g < G; ++g) per_group.push_back(torch::linear(x.select(1, g), w[size_t(g)], b[size_t(g)]));
-    (torch::stack(per_group, 1) * seed).sum().backward();
-    EXPECT_TRUE(torch::allclose(got[0], x.grad(), 1e-12, 1e-12));
-    for (int64_t g = 0; g < G; ++g) EXPECT_TRUE(torch::allclose(got[size_t(1 + g)], w[size_t(g)].grad(), 1e-12, 1e-12));
-  }
 }
 
 }  // namespace

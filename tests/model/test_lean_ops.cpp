@@ -411,6 +411,10 @@ TEST(LeanOps, FusedWeightsAreReadInPlaceWhereTheyLieOneAfterAnother) {
   layers.self_attn->place_fused();
   layers.cross_attn->place_fused();
   for (const auto& g : fused()) EXPECT_TRUE(lie_adjacent(g));
+  const std::vector<torch::Tensor> qkv = fused()[0];
+  EXPECT_FALSE(lie_adjacent({qkv[1], qkv[0], qkv[2]}));          // one storage, another order
+  EXPECT_FALSE(lie_adjacent({qkv[0], qkv[2]}));                  // a gap
+  EXPECT_FALSE(lie_adjacent({qkv[0].narrow(0, 0, 0), qkv[0]}));  // no rows
   expect_bit_identical(in_place, run());
   {
     const torch::NoGradGuard no_grad;
