@@ -90,8 +90,10 @@ torch::Tensor output_linear(const torch::Tensor& x, const Prelude& pre, const st
 
 // x [..., G, in] -> [..., G, out]: group g (x[..., g, :]) through weights[g]
 // [out, in] and biases[g] [out], as G separate products would (the embed's
-// per-channel read-out), in one batched product whose backward writes one
-// gradient for x instead of G zero-filled ones; pre and saving as above.
+// per-channel read-out), in one pass whose backward writes one gradient
+// for x instead of G zero-filled ones: on the CPU with at most 32 outputs
+// a group over the rows in place (grouped_rows.h), else one batched
+// product over the groups; pre and saving as above.
 torch::Tensor grouped_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                              const std::vector<torch::Tensor>& biases, Saving saving);
 
