@@ -105,23 +105,16 @@ void masked_scale(const torch::Tensor& in, torch::Tensor& out, uint64_t seed, do
     masked_scale(in.data_ptr<double>(), out.data_ptr<double>(), in.numel(), seed, p, offset);
 }
 
-torch::Tensor masked(const torch::Tensor& x, uint64_t seed, double p) {
-  const torch::Tensor in = x.contiguous();
-  torch::Tensor out = torch::empty_like(in);
-  masked_scale(in, out, seed, p);
-  return out;
-}
-
 struct DropoutFunction : public torch::autograd::Function<DropoutFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, double p, int64_t seed) {
     ctx->saved_data["p"] = p;
     ctx->saved_data["seed"] = seed;
-    return masked(x, uint64_t(seed), p);
+    return dropout_masked(x, uint64_t(seed), p);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const double p = ctx->saved_data["p"].toDouble();
     const uint64_t seed = uint64_t(ctx->saved_data["seed"].toInt());
-    return {masked(grads[0], seed, p), torch::Tensor(), torch::Tensor()};
+    return {dropout_masked(grads[0], seed, p), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -146,13 +139,14 @@ void apply_dropout_mask_(torch::Tensor& t, uint64_t seed, double p, int64_t offs
 }
 
 torch::Tensor dropout_masked(const torch::Tensor& t, uint64_t seed, double p, int64_t offset) {
-  torch::Tensor out = torch::empty_like(t, at::MemoryFormat::Contiguous);
-  masked_scale(t, out, seed, p, offset);
+  const torch::Tensor in = t.contiguous();
+  torch::Tensor out = torch::empty_like(in);
+  masked_scale(in, out, seed, p, offset);
   return out;
 }
 
 torch::Tensor dropout_mask(uint64_t seed, double p, const torch::Tensor& like) {
-  return masked(torch::ones_like(like, at::MemoryFormat::Contiguous), seed, p);
+  return dropout_masked(torch::ones_like(like, at::MemoryFormat::Contiguous), seed, p);
 }
 
 }  // namespace wg

@@ -53,7 +53,7 @@ struct Layout : torch::CustomClassHolder {
   bool lean = false;
   size_t num_pre = 0, num_weights = 0, num_biases = 0;
   bool grouped = false;       // grouped_linear: group g of the input through weight g
-  bool on_rows = false;       // grouped, and its backward on the rows in place (grouped_rows.h)
+  bool on_rows = false;       // grouped, forward and backward on the rows in place (grouped_rows.h)
   bool unread = false;        // output_linear in a rerun: the product is not computed
   std::vector<int64_t> rows;  // output rows of each weight
   std::vector<GeneratorStates> first_run;  // lean with a random pre: the states before it ran (0 or 1)
@@ -113,10 +113,11 @@ torch::Tensor product(const Layout& l, const torch::Tensor& h, const std::vector
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = W.size(1);
     torch::Tensor y = torch::empty(shape, x.options());
-    as_bmm(W.size(0), rows_of(x), W.size(2), W.size(1), [&] {
+    const int64_t n = rows_of(x);
+    as_bmm(W.size(0), n, W.size(2), W.size(1), [&] {
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "grouped_rows_forward", [&] {
         grouped_rows_forward<scalar_t>(x.data_ptr<scalar_t>(), W.data_ptr<scalar_t>(),
-                                       b.defined() ? b.data_ptr<scalar_t>() : nullptr, rows_of(x), W.size(0), W.size(2),
+                                       b.defined() ? b.data_ptr<scalar_t>() : nullptr, n, W.size(0), W.size(2),
                                        W.size(1), y.data_ptr<scalar_t>());
       });
     });
@@ -156,29 +157,26 @@ void weight_grads(const Layout& l, const torch::Tensor& G, const torch::Tensor& 
     const torch::Tensor p = in_dtype(t, param);
     return l.grouped ? p.unbind(0) : p.split_with_sizes(l.rows, 0);
   };
+  torch::Tensor dW, db;
   if (l.on_rows) {  // G [..., G, out] and H [..., G, in] contiguous, of the weights' dtype
-    const int64_t groups = H.size(-2), in = H.size(-1), out = G.size(-1);
-    const torch::Tensor dW = torch::empty({groups, out, in}, H.options()),
-                        db = l.num_biases > 0 ? torch::empty({groups, out}, H.options()) : torch::Tensor();
-    as_bmm(groups, out, rows_of(H), in, [&] {
+    const int64_t groups = H.size(-2), in = H.size(-1), out = G.size(-1), n = rows_of(H);
+    dW = torch::empty({groups, out, in}, H.options());
+    if (l.num_biases > 0) db = torch::empty({groups, out}, H.options());
+    as_bmm(groups, out, n, in, [&] {
       AT_DISPATCH_FLOATING_TYPES(H.scalar_type(), "grouped_rows_weight_grad", [&] {
-        grouped_rows_weight_grad<scalar_t>(G.data_ptr<scalar_t>(), H.data_ptr<scalar_t>(), rows_of(H), groups, in, out,
+        grouped_rows_weight_grad<scalar_t>(G.data_ptr<scalar_t>(), H.data_ptr<scalar_t>(), n, groups, in, out,
                                            dW.data_ptr<scalar_t>(), db.defined() ? db.data_ptr<scalar_t>() : nullptr);
       });
     });
-    const auto dWs = parts(dW);
-    for (size_t i = 0; i < l.num_weights; ++i) result[1 + w0 + i] = dWs[i];
-    if (db.defined()) {
-      const auto dbs = parts(db);
-      for (size_t i = 0; i < l.num_biases; ++i) result[1 + b0 + i] = dbs[i];
-    }
-    return;
+  } else {
+    const torch::Tensor Hc = in_dtype(H, G.scalar_type());
+    dW = l.grouped ? torch::bmm(G.transpose(1, 2), Hc) : G.t().mm(Hc);
+    if (l.num_biases > 0) db = G.sum(l.grouped ? 1 : 0);
   }
-  const torch::Tensor Hc = in_dtype(H, G.scalar_type());
-  const auto dWs = parts(l.grouped ? torch::bmm(G.transpose(1, 2), Hc) : G.t().mm(Hc));
+  const auto dWs = parts(dW);
   for (size_t i = 0; i < l.num_weights; ++i) result[1 + w0 + i] = dWs[i];
-  if (l.num_biases > 0) {
-    const auto dbs = parts(G.sum(l.grouped ? 1 : 0));
+  if (db.defined()) {
+    const auto dbs = parts(db);
     for (size_t i = 0; i < l.num_biases; ++i) result[1 + b0 + i] = dbs[i];
   }
 }
@@ -293,10 +291,11 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     torch::Tensor dH;
     if (l.on_rows) {
       dH = torch::empty(h_sizes, G.options());
-      as_bmm(W.size(0), rows_of(dH), W.size(1), W.size(2), [&] {
+      const int64_t n = rows_of(dH);
+      as_bmm(W.size(0), n, W.size(1), W.size(2), [&] {
         AT_DISPATCH_FLOATING_TYPES(G.scalar_type(), "grouped_rows_input_grad", [&] {
-          grouped_rows_input_grad<scalar_t>(G.data_ptr<scalar_t>(), W.data_ptr<scalar_t>(), rows_of(dH), W.size(0),
-                                            W.size(2), W.size(1), dH.data_ptr<scalar_t>());
+          grouped_rows_input_grad<scalar_t>(G.data_ptr<scalar_t>(), W.data_ptr<scalar_t>(), n, W.size(0), W.size(2),
+                                            W.size(1), dH.data_ptr<scalar_t>());
         });
       });
     } else {

@@ -36,8 +36,8 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
 // backward (the attention core).
 void apply_dropout_mask_(torch::Tensor& t, uint64_t seed, double p, int64_t offset = 0);
 
-// The same into a new tensor: t · mask(seed, p), t left as it is (one pass
-// where a copy and apply_dropout_mask_ take two).
+// The same into a new contiguous tensor: t · mask(seed, p), t left as it
+// is (one pass where a copy and apply_dropout_mask_ take two).
 torch::Tensor dropout_masked(const torch::Tensor& t, uint64_t seed, double p, int64_t offset = 0);
 
 // The mask itself (0 or 1 / (1 - p)), shaped and typed like `like`: for tests.
