@@ -77,6 +77,7 @@
 #include "wg/train/trainer.h"
 #include "wg/util/generator_state.h"
 #include "wg/util/memory.h"
+#include "wg/util/onednn_sgemm.h"
 #include "wg/util/side_thread.h"
 #include "wg/util/peak_flops.h"
 #include "wg/util/threads.h"
@@ -474,19 +475,21 @@ int main(int argc, char** argv) {
   const std::string ref_device = cuda ? "cuda:" + std::to_string(std::max<int>(0, device.index())) : "cpu";
   const int ref_n = cuda ? 8192 : 1024;
   const bool ref_bf16 = cuda && base.with_mixed_precision;
-  const std::string ref_label = cuda ? "matmul (8192^3 " + std::string(ref_bf16 ? "bf16" : "float32") + ", GPU)"
-                                     : "sgemm (1024^3 float32, " + std::to_string(threads) + " thread(s))";
+  const std::string ref_label =
+      cuda ? "matmul (8192^3 " + std::string(ref_bf16 ? "bf16" : "float32") + ", GPU)"
+           : "sgemm (1024^3 float32, " + std::to_string(threads) + " thread(s), " + sgemm_provider() + ")";
   const PeakFlops peak = cuda
                              ? peak_flops(base.peak_tflops, ref_device,
                                           cuda_device_name(std::max<int>(0, device.index())), base.with_mixed_precision)
                              : PeakFlops{};
   std::vector<double> sgemm = {measured_matmul_flops(ref_device, ref_n, 5, ref_bf16)};
   std::printf("vs_pytorch: %s, load average %s\n", today().c_str(), load_start.c_str());
-  std::printf("vs_pytorch: config %s, %lld parameters, %d thread(s) (BLAS %s, %d thread(s)), batch %d, %d dumps, "
-              "%d round(s) x (%d warm-up + %d timed + %d profiled) steps per mode\n",
-              sources.files.back().c_str(), (long long)parameters, threads, blas_kind(), blas_threads(),
-              base.batch_size_per_gpu, num_batches,
-              rounds, warmup, steps, profiled);
+  std::printf(
+      "vs_pytorch: config %s, %lld parameters, %d thread(s) (BLAS %s, %d thread(s); C++'s float32 products: "
+      "%s, the twin's: its BLAS), batch %d, %d dumps, "
+      "%d round(s) x (%d warm-up + %d timed + %d profiled) steps per mode\n",
+      sources.files.back().c_str(), (long long)parameters, threads, blas_kind(), blas_threads(),
+      sgemm_provider().c_str(), base.batch_size_per_gpu, num_batches, rounds, warmup, steps, profiled);
   std::printf("vs_pytorch: C++ keeps %s of freed memory for the next step (cpu_keep_freed_mib, as wgtrain); the twin "
               "runs with PyTorch's defaults\n",
               keeps_freed ? (std::to_string(base.cpu_keep_freed_mib) + " MiB").c_str() : "none (the C library refused)");
@@ -733,6 +736,7 @@ int main(int argc, char** argv) {
       {"parameters", parameters},
       {"threads", threads},
       {"blas", blas_kind()},
+      {"cpp_sgemm", sgemm_provider()},
       {"cpp_keep_freed_mib", keeps_freed ? base.cpu_keep_freed_mib : 0},
       {"blas_threads", blas_threads()},
       {"thread_environment",

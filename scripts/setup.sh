@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config
-  libtorch-dev libopenblas0-openmp
+  libtorch-dev libopenblas0-openmp libdnnl-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev libblosc-dev
@@ -16,6 +16,7 @@ PACKAGES=(
   slurm-wlm munge
 )
 
+# oneDNN (libdnnl-dev) runs LibTorch's float32 products (src/util/onednn_sgemm.cpp).
 # OpenBLAS's OpenMP build shares LibTorch's OpenMP thread pool, so matrix
 # products use every thread of a rank (src/util/threads.cpp); a machine that
 # also has another BLAS (the pthread build) is pointed at it here.

@@ -1,5 +1,6 @@
-// A floor on thread stack sizes, for civetweb's threads: the one documented
-// process-wide interposer of this project (see thread_stack.h).
+// A floor on thread stack sizes, for civetweb's threads: one of this
+// project's two documented process-wide interposers (see thread_stack.h;
+// the other is src/util/onednn_sgemm.cpp).
 //
 // Debian's civetweb, which prometheus-cpp's Exposer runs (libprometheus-cpp-
 // pull.so -> libcivetweb.so), starts every thread with a fixed 100 KiB stack

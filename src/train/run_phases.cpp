@@ -25,6 +25,7 @@
 #include "wg/train/upstream_run.h"
 #include "wg/util/logging.h"
 #include "wg/util/memory.h"
+#include "wg/util/onednn_sgemm.h"
 #include "wg/util/peak_flops.h"
 #include "wg/util/threads.h"
 #include "wg/util/units.h"
@@ -285,11 +286,12 @@ Sinks attach_sinks(const Config& config, const CliOptions& options, const RunDir
     set_cpu_memory_limit(int64_t(config.auto_plan.cpu_memory_limit_gib * kGiB));
   const bool lead = dist.rank() == 0;
   if (lead)
-    spdlog::info("run {} in {}: {} rank(s) on {} node(s), {}, device {}, {} threads per rank (BLAS: {}, {} thread(s)), "
-                 "{} parameters, {} steps",
-                 run.run_id, run.path.string(), dist.size(), dist.num_nodes(),
-                 dist.size() > 1 ? (place.device.is_cuda() ? "nccl" : "mpi") : "no communication", place.device.str(),
-                 place.threads, blas_kind(), blas_threads(), trainer.parameter_count(), trainer.total_steps());
+    spdlog::info(
+        "run {} in {}: {} rank(s) on {} node(s), {}, device {}, {} threads per rank (BLAS: {}, {} thread(s); "
+        "float32 products: {}), {} parameters, {} steps",
+        run.run_id, run.path.string(), dist.size(), dist.num_nodes(),
+        dist.size() > 1 ? (place.device.is_cuda() ? "nccl" : "mpi") : "no communication", place.device.str(),
+        place.threads, blas_kind(), blas_threads(), sgemm_provider(), trainer.parameter_count(), trainer.total_steps());
   Sinks s;
   if (lead && config.telemetry.enabled) {  // every rank reports its windows; rank 0 serves them
     RunIdentity id;

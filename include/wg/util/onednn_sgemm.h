@@ -1,0 +1,23 @@
+// Single-precision matrix products through oneDNN: the process-wide
+// sgemm_ that LibTorch's CPU products and wg::gemm (blas.h) bind to; see
+// src/util/onednn_sgemm.cpp for why it exists. No LibTorch in this header.
+#pragma once
+
+#include <string>
+
+namespace wg {
+
+// True when this build routes sgemm_ through oneDNN (CMake option
+// WG_ONEDNN_SGEMM, on by default; Debian's libdnnl-dev).
+bool onednn_sgemm_built();
+
+// True when the process's sgemm_, as LibTorch and wg::gemm bind it, is the
+// one below: the executable exports it. False: products run on the BLAS
+// (OpenBLAS).
+bool onednn_sgemm_active();
+
+// Which library runs float32 products, for logs and benchmark records:
+// "onednn 2.6.3" or "blas".
+std::string sgemm_provider();
+
+}  // namespace wg

@@ -1,0 +1,98 @@
+// float32 matrix products through oneDNN (see header): one of this
+// project's two documented process-wide interposers (the other is
+// src/telemetry/thread_stack.cpp).
+//
+// Debian's LibTorch runs every float32 product on the CPU (mm, addmm, bmm,
+// the products of their backward) through the Fortran BLAS symbol sgemm_,
+// which libblas.so.3 gives: OpenBLAS 0.3.21. On this project's shapes
+// (thousands of rows by 256 to 1536 columns) oneDNN's sgemm, Debian's
+// libdnnl 2.6, runs 10-35 % faster on 2 AVX-512 cores (docs/benchmarks.md),
+// and needs no separate pass to clear C when beta is 0. The definition
+// below, linked into every executable that links wg_util_torch and exported
+// from it (CMakeLists.txt adds --undefined and --export-dynamic-symbol),
+// takes precedence over libblas's for LibTorch and for dlsym(RTLD_DEFAULT),
+// which wg::gemm uses. dgemm_ stays the BLAS's.
+//
+// oneDNN is row-major: the column-major C = op(A) · op(B) (m×n) is the
+// row-major Cᵀ = op(B)ᵀ · op(A)ᵀ, so the operands go in swapped. Small
+// products (m·n·k up to 64³: the attention kernel's cells of a few points)
+// go to the BLAS's own sgemm_ (dlsym RTLD_NEXT), whose small-matrix kernels
+// take 0.05-0.15 us a call where oneDNN takes 0.3 and more (measured in
+// docs/benchmarks.md). So does what oneDNN does not do as BLAS does: an
+// empty product (k = 0: BLAS scales C by beta; oneDNN leaves it), an empty
+// C, and arguments oneDNN rejects, which the BLAS then reports through
+// xerbla as before. oneDNN uses the OpenMP
+// threads of the calling thread (omp_get_max_threads, which
+// set_compute_threads sets; one inside a parallel region, as the attention
+// kernel's workers are) from the same libgomp pool as LibTorch's.
+#include "wg/util/onednn_sgemm.h"
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#ifdef WG_ONEDNN_SGEMM
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+namespace {
+
+using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
+                         const int*, const float*, const int*, const float*, float*, const int*);
+
+}  // namespace
+
+#ifdef WG_ONEDNN_SGEMM
+namespace {
+constexpr int64_t kSmallProduct = int64_t(64) * 64 * 64;  // m·n·k at most this: the BLAS's
+}  // namespace
+
+extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+                       const float* beta, float* c, const int* ldc) {
+  if (*m > 0 && *n > 0 && *k > 0 && int64_t(*m) * *n * *k > kSmallProduct &&
+      dnnl_sgemm(*transb, *transa, *n, *m, *k, *alpha, b, *ldb, a, *lda, *beta, c, *ldc) == dnnl_success)
+    return;
+  static const SgemmFn blas = reinterpret_cast<SgemmFn>(dlsym(RTLD_NEXT, "sgemm_"));
+  if (!blas) {
+    std::fprintf(stderr, "sgemm_: a %d x %d x %d product is the BLAS's, and the process has no BLAS sgemm_\n", *m, *n,
+                 *k);
+    std::abort();
+  }
+  blas(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+#endif
+
+namespace wg {
+
+bool onednn_sgemm_built() {
+#ifdef WG_ONEDNN_SGEMM
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool onednn_sgemm_active() {
+#ifdef WG_ONEDNN_SGEMM
+  // What the dynamic linker binds a library's call to: ours only if the
+  // executable exports it.
+  return dlsym(RTLD_DEFAULT, "sgemm_") == reinterpret_cast<void*>(&sgemm_);
+#else
+  return false;
+#endif
+}
+
+std::string sgemm_provider() {
+#ifdef WG_ONEDNN_SGEMM
+  if (onednn_sgemm_active()) {
+    const dnnl_version_t* v = dnnl_version();
+    return "onednn " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  }
+#endif
+  return "blas";
+}
+
+}  // namespace wg
