@@ -20,11 +20,18 @@
 // take 0.05-0.15 us a call where oneDNN takes 0.3 and more (measured in
 // docs/benchmarks.md). So does what oneDNN does not do as BLAS does: an
 // empty product (k = 0: BLAS scales C by beta; oneDNN leaves it), an empty
-// C, and arguments oneDNN rejects, which the BLAS then reports through
-// xerbla as before. oneDNN uses the OpenMP
+// C, alpha 0, transposes other than N and T, and arguments oneDNN rejects,
+// which the BLAS then reports through xerbla as before. oneDNN uses the OpenMP
 // threads of the calling thread (omp_get_max_threads, which
 // set_compute_threads sets; one inside a parallel region, as the attention
 // kernel's workers are) from the same libgomp pool as LibTorch's.
+//
+// A product's bits depend on the library and on the thread count as the
+// library splits the work: oneDNN's from about 8 threads on for long
+// reductions into a small C (it splits k over the threads; the same bits
+// on 1 to 4 threads on the shapes measured), OpenBLAS's already between 1
+// and 2 threads on some (docs/distributed.md: a resumed run repeats the
+// uninterrupted one exactly with the same threads per rank).
 #include "wg/util/onednn_sgemm.h"
 
 #include <dlfcn.h>
@@ -35,6 +42,7 @@
 
 #ifdef WG_ONEDNN_SGEMM
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
 #endif
 
 namespace {
@@ -46,15 +54,36 @@ using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const
 
 #ifdef WG_ONEDNN_SGEMM
 namespace {
+
 constexpr int64_t kSmallProduct = int64_t(64) * 64 * 64;  // m·n·k at most this: the BLAS's
+
+// The calls oneDNN runs as BLAS would: plain or transposed operands (not
+// BLAS's 'C', nor oneDNN's own 'P', packed, which BLAS rejects), a
+// non-empty product above the small ones, and alpha not 0 (with alpha 0
+// and beta 0 oneDNN's copy path multiplies C by 0 and keeps its NaN; BLAS
+// writes zeros).
+bool onednn_takes(char transa, char transb, int m, int n, int k, float alpha) {
+  const auto plain = [](char t) { return t == 'N' || t == 'n' || t == 'T' || t == 't'; };
+  return plain(transa) && plain(transb) && m > 0 && n > 0 && k > 0 && alpha != 0.0f &&
+         int64_t(m) * int64_t(n) * int64_t(k) > kSmallProduct;
+}
+
 }  // namespace
 
 extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
                        const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
                        const float* beta, float* c, const int* ldc) {
-  if (*m > 0 && *n > 0 && *k > 0 && int64_t(*m) * *n * *k > kSmallProduct &&
-      dnnl_sgemm(*transb, *transa, *n, *m, *k, *alpha, b, *ldb, a, *lda, *beta, c, *ldc) == dnnl_success)
-    return;
+  if (onednn_takes(*transa, *transb, *m, *n, *k, *alpha)) {
+    const dnnl_status_t s = dnnl_sgemm(*transb, *transa, *n, *m, *k, *alpha, b, *ldb, a, *lda, *beta, c, *ldc);
+    if (s == dnnl_success) return;
+    // Rejected before any work (its argument checks): the BLAS reports it.
+    // Anything else (out of memory) may come after C was scaled by beta.
+    if (s != dnnl_invalid_arguments && s != dnnl_unimplemented) {
+      std::fprintf(stderr, "sgemm_: oneDNN failed on a %d x %d x %d product (%s); its output may be partly written\n",
+                   *m, *n, *k, dnnl_status2str(s));
+      std::abort();
+    }
+  }
   static const SgemmFn blas = reinterpret_cast<SgemmFn>(dlsym(RTLD_NEXT, "sgemm_"));
   if (!blas) {
     std::fprintf(stderr, "sgemm_: a %d x %d x %d product is the BLAS's, and the process has no BLAS sgemm_\n", *m, *n,

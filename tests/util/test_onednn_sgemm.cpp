@@ -116,6 +116,20 @@ TEST(OnednnSgemm, GivesWhatTheBlasGivesInEveryCaseBlasDefines) {
         }
       expect_as_blas({ta, tb, 300, 200, 500, ta == 'N' ? 300 : 500, tb == 'N' ? 500 : 200, 300, 1.0f, 0.0f}, nan);
     }
+  // oneDNN's copy path (m and n above about 1000, or a leading dimension a
+  // multiple of 256): transposes, leading dimensions 3 wider, and 256 wide.
+  for (const char ta : {'N', 'T'})
+    for (const char tb : {'N', 'T'}) {
+      const int m = 1100, n = 1030, k = 40;
+      expect_as_blas({ta, tb, m, n, k, (ta == 'N' ? m : k) + 3, (tb == 'N' ? k : n) + 3, m + 3, 1.0f, 0.0f}, nan);
+      expect_as_blas({ta, tb, m, n, k, (ta == 'N' ? m : k) + 3, (tb == 'N' ? k : n) + 3, m + 3, 0.5f, 0.5f}, 2.0f);
+    }
+  expect_as_blas({'N', 'N', 200, 180, 256, 256, 256, 256, 1.0f, 0.0f}, nan);
+  expect_as_blas({'T', 'N', 200, 180, 250, 256, 256, 256, 2.0f, 1.0f}, 1.0f);
+  // alpha 0 and beta 0 write zeros over NaN (oneDNN's copy path would keep the NaN).
+  expect_as_blas({'N', 'N', 1100, 1030, 40, 1100, 40, 1100, 0.0f, 0.0f}, nan);
+  // Lowercase transposes, as LibTorch passes them.
+  expect_as_blas({'n', 't', 67, 59, 83, 67, 59, 67, 1.0f, 0.0f}, nan);
   // An empty product (k = 0) scales C by beta, and beta 0 clears it, NaN included.
   expect_as_blas({'N', 'N', 5, 4, 0, 5, 1, 5, 1.0f, 2.0f}, 3.0f);
   expect_as_blas({'N', 'N', 5, 4, 0, 5, 1, 5, 1.0f, 0.0f}, nan);
