@@ -6,8 +6,9 @@
 // the products of their backward) through the Fortran BLAS symbol sgemm_,
 // which libblas.so.3 gives: OpenBLAS 0.3.21. On this project's shapes
 // (thousands of rows by 256 to 1536 columns) oneDNN's sgemm, Debian's
-// libdnnl 2.6, runs 10-35 % faster on 2 AVX-512 cores (docs/benchmarks.md),
-// and needs no separate pass to clear C when beta is 0. The definition
+// libdnnl 2.6, runs up to a third faster on 2 AVX-512 cores, and needs no
+// separate pass to clear C when beta is 0 (docs/benchmarks.md, "float32
+// products through oneDNN": 8-18 % off a training step). The definition
 // below, linked into every executable that links wg_util_torch and exported
 // from it (CMakeLists.txt adds --undefined and --export-dynamic-symbol),
 // takes precedence over libblas's for LibTorch and for dlsym(RTLD_DEFAULT),
