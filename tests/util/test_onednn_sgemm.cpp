@@ -83,7 +83,8 @@ void expect_as_blas(const Case& t, float c_fill) {
   SCOPED_TRACE(testing::Message() << t.ta << t.tb << " m " << t.m << " n " << t.n << " k " << t.k << " lda " << t.lda
                                   << " ldb " << t.ldb << " ldc " << t.ldc << " alpha " << t.alpha << " beta " << t.beta
                                   << " C " << c_fill);
-  const int a_cols = t.ta == 'N' ? t.k : t.m, b_cols = t.tb == 'N' ? t.n : t.k;
+  const bool plain_a = t.ta == 'N' || t.ta == 'n', plain_b = t.tb == 'N' || t.tb == 'n';
+  const int a_cols = plain_a ? t.k : t.m, b_cols = plain_b ? t.n : t.k;  // column-major: columns of the storage
   torch::manual_seed(t.m * 131 + t.n * 17 + t.k);
   const torch::Tensor a = torch::randn({std::max(1, a_cols) * t.lda}), b = torch::randn({std::max(1, b_cols) * t.ldb});
   const torch::Tensor c0 = torch::full({std::max(1, t.n) * t.ldc}, c_fill);
