@@ -10,6 +10,8 @@
 
 #include <stdexcept>
 
+#include "wg/util/onednn_sgemm.h"
+
 namespace wg {
 namespace {
 
@@ -19,7 +21,7 @@ using GemmFn = void (*)(const char* transa, const char* transb, const int* m, co
                         const int* ldc);
 
 struct Blas {
-  GemmFn<float> sgemm = nullptr;
+  GemmFn<float> sgemm = nullptr, sgemm_small = nullptr;
   GemmFn<double> dgemm = nullptr;
 };
 
@@ -27,6 +29,14 @@ const Blas& blas() {
   static const Blas found = [] {
     Blas b;
     b.sgemm = reinterpret_cast<GemmFn<float>>(dlsym(RTLD_DEFAULT, "sgemm_"));
+    // Where the executable's sgemm_ is oneDNN's (onednn_sgemm.cpp), it
+    // hands small products on to the BLAS's own; the attention kernel
+    // makes tens of thousands of them a call (cells of a few points), so
+    // they go there directly: the extra hop made its cell cores about a
+    // fifth slower (docs/benchmarks.md).
+    b.sgemm_small = b.sgemm;
+    if (onednn_sgemm_active())
+      if (void* own = dlsym(RTLD_NEXT, "sgemm_")) b.sgemm_small = reinterpret_cast<GemmFn<float>>(own);
     b.dgemm = reinterpret_cast<GemmFn<double>>(dlsym(RTLD_DEFAULT, "dgemm_"));
     return b;
   }();
@@ -49,7 +59,8 @@ bool blas_available() { return blas().sgemm != nullptr && blas().dgemm != nullpt
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  run(blas().sgemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  run(m * n * k <= kSmallSgemm ? blas().sgemm_small : blas().sgemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+      beta, c, ldc);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,

@@ -56,8 +56,6 @@ using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const
 #ifdef WG_ONEDNN_SGEMM
 namespace {
 
-constexpr int64_t kSmallProduct = int64_t(64) * 64 * 64;  // m·n·k at most this: the BLAS's
-
 // The calls oneDNN runs as BLAS would: plain or transposed operands (not
 // BLAS's 'C', nor oneDNN's own 'P', packed, which BLAS rejects), a
 // non-empty product above the small ones, and alpha not 0 (with alpha 0
@@ -66,7 +64,7 @@ constexpr int64_t kSmallProduct = int64_t(64) * 64 * 64;  // m·n·k at most thi
 bool onednn_takes(char transa, char transb, int m, int n, int k, float alpha) {
   const auto plain = [](char t) { return t == 'N' || t == 'n' || t == 'T' || t == 't'; };
   return plain(transa) && plain(transb) && m > 0 && n > 0 && k > 0 && alpha != 0.0f &&
-         int64_t(m) * int64_t(n) * int64_t(k) > kSmallProduct;
+         int64_t(m) * int64_t(n) * int64_t(k) > wg::kSmallSgemm;
 }
 
 }  // namespace

@@ -69,6 +69,10 @@ TEST(OnednnSgemm, LibTorchsProductsRunThroughIt) {
   blas_sgemm()("N", "N", &N, &M, &K, &one, sb.data_ptr<float>(), &N, sa.data_ptr<float>(), &K, &zero,
                small.data_ptr<float>(), &N);
   EXPECT_TRUE(torch::equal(torch::mm(sa, sb), small));
+  torch::Tensor via_gemm = torch::empty({40, 20});
+  gemm(false, false, 40, 20, 300, 1.0f, sa.data_ptr<float>(), 300, sb.data_ptr<float>(), 20, 0.0f,
+       via_gemm.data_ptr<float>(), 20);
+  EXPECT_TRUE(torch::equal(via_gemm, small));
 }
 
 // One column-major call on copies of the same operands through the

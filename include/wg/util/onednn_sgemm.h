@@ -3,9 +3,14 @@
 // src/util/onednn_sgemm.cpp for why it exists. No LibTorch in this header.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace wg {
+
+// Products of at most this many multiply-adds (m·n·k) stay the BLAS's:
+// its small-matrix kernels take a fraction of oneDNN's time a call there.
+inline constexpr int64_t kSmallSgemm = int64_t(64) * 64 * 64;
 
 // True when this build routes sgemm_ through oneDNN (CMake option
 // WG_ONEDNN_SGEMM, on by default; Debian's libdnnl-dev).
