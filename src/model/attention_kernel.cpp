@@ -42,6 +42,7 @@
 // - a segment without keys gives 0 and no gradient; one without queries is
 //   skipped.
 #include "attention_kernel.h"
+#include "recorded_bmm.h"
 
 #include "wg/model/dropout.h"
 #include "wg/model/head_norm.h"
@@ -51,7 +52,6 @@
 #include "wg/util/blas.h"
 
 #include <ATen/Parallel.h>
-#include <ATen/record_function.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <omp.h>
@@ -121,14 +121,12 @@ void mm(bool small, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 }
 
 // Runs product(i) for items [first, last) of a problem, seen by LibTorch's
-// profiler as the one bmm they make together ([items, m, k] · [items, k,
-// n]: its FLOP count; Flops.* check ours against it).
+// profiler as the one bmm they make together (recorded_bmm.h).
 template <typename F>
 void products(int64_t first, int64_t last, int64_t m, int64_t n, int64_t k, const F& product) {
-  const auto meta = torch::TensorOptions().device(torch::kMeta);
-  RECORD_FUNCTION("aten::bmm", std::vector<c10::IValue>({torch::empty({last - first, m, k}, meta),
-                                                         torch::empty({last - first, k, n}, meta)}));
-  for (int64_t i = first; i < last; ++i) product(i);
+  recorded_as_bmm(last - first, m, k, n, [&] {
+    for (int64_t i = first; i < last; ++i) product(i);
+  });
 }
 
 uint64_t problem_seed(uint64_t seed, int64_t i) { return seed ^ (uint64_t(i + 1) * 0x9E3779B97F4A7C15ull); }

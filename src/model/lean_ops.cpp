@@ -28,15 +28,15 @@
 //   once, as forward and backward in one pass, instead of a forward and
 //   then a backward that computes the scores again.
 #include "wg/model/lean_ops.h"
-#include "wg/model/grouped_rows.h"
 
+#include "recorded_bmm.h"
 #include "wg/model/dropout.h"
 #include "wg/model/gelu_dropout.h"
+#include "wg/model/grouped_rows.h"
 #include "wg/model/norms.h"
 
 #include <algorithm>
 
-#include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -92,17 +92,6 @@ bool on_rows(const Layout& l, const std::vector<torch::Tensor>& weights) {
 // x [..., G, in] as rows: how many.
 int64_t rows_of(const torch::Tensor& x) { return x.numel() / std::max<int64_t>(1, x.size(-2) * x.size(-1)); }
 
-// A grouped product on rows, seen by LibTorch's profiler as the batched
-// product it replaces ([G, m, k] · [G, k, n]: its FLOP count; Flops.*
-// check the model's count against the profiler's).
-template <typename F>
-void as_bmm(int64_t groups, int64_t m, int64_t k, int64_t n, const F& run) {
-  const auto meta = torch::TensorOptions().device(torch::kMeta);
-  RECORD_FUNCTION("aten::bmm",
-                  std::vector<c10::IValue>({torch::empty({groups, m, k}, meta), torch::empty({groups, k, n}, meta)}));
-  run();
-}
-
 // The product: y = h · Wᵀ + b.
 torch::Tensor product(const Layout& l, const torch::Tensor& h, const std::vector<torch::Tensor>& weights,
                       const std::vector<torch::Tensor>& biases) {
@@ -114,7 +103,7 @@ torch::Tensor product(const Layout& l, const torch::Tensor& h, const std::vector
     shape.back() = W.size(1);
     torch::Tensor y = torch::empty(shape, x.options());
     const int64_t n = rows_of(x);
-    as_bmm(W.size(0), n, W.size(2), W.size(1), [&] {
+    recorded_as_bmm(W.size(0), n, W.size(2), W.size(1), [&] {
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "grouped_rows_forward", [&] {
         grouped_rows_forward<scalar_t>(x.data_ptr<scalar_t>(), W.data_ptr<scalar_t>(),
                                        b.defined() ? b.data_ptr<scalar_t>() : nullptr, n, W.size(0), W.size(2),
@@ -162,7 +151,7 @@ void weight_grads(const Layout& l, const torch::Tensor& G, const torch::Tensor& 
     const int64_t groups = H.size(-2), in = H.size(-1), out = G.size(-1), n = rows_of(H);
     dW = torch::empty({groups, out, in}, H.options());
     if (l.num_biases > 0) db = torch::empty({groups, out}, H.options());
-    as_bmm(groups, out, n, in, [&] {
+    recorded_as_bmm(groups, out, n, in, [&] {
       AT_DISPATCH_FLOATING_TYPES(H.scalar_type(), "grouped_rows_weight_grad", [&] {
         grouped_rows_weight_grad<scalar_t>(G.data_ptr<scalar_t>(), H.data_ptr<scalar_t>(), n, groups, in, out,
                                            dW.data_ptr<scalar_t>(), db.defined() ? db.data_ptr<scalar_t>() : nullptr);
@@ -292,7 +281,7 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     if (l.on_rows) {
       dH = torch::empty(h_sizes, G.options());
       const int64_t n = rows_of(dH);
-      as_bmm(W.size(0), n, W.size(1), W.size(2), [&] {
+      recorded_as_bmm(W.size(0), n, W.size(1), W.size(2), [&] {
         AT_DISPATCH_FLOATING_TYPES(G.scalar_type(), "grouped_rows_input_grad", [&] {
           grouped_rows_input_grad<scalar_t>(G.data_ptr<scalar_t>(), W.data_ptr<scalar_t>(), n, W.size(0), W.size(2),
                                             W.size(1), dH.data_ptr<scalar_t>());
