@@ -34,9 +34,7 @@ const Blas& blas() {
     // makes tens of thousands of them a call (cells of a few points), so
     // they go there directly: the extra hop made its cell cores about a
     // fifth slower (docs/benchmarks.md).
-    b.sgemm_small = b.sgemm;
-    if (onednn_sgemm_active())
-      if (void* own = dlsym(RTLD_NEXT, "sgemm_")) b.sgemm_small = reinterpret_cast<GemmFn<float>>(own);
+    b.sgemm_small = blas_own_sgemm();
     b.dgemm = reinterpret_cast<GemmFn<double>>(dlsym(RTLD_DEFAULT, "dgemm_"));
     return b;
   }();

@@ -46,13 +46,6 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 #endif
 
-namespace {
-
-using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
-                         const int*, const float*, const int*, const float*, float*, const int*);
-
-}  // namespace
-
 #ifdef WG_ONEDNN_SGEMM
 namespace {
 
@@ -83,7 +76,7 @@ extern "C" void sgemm_(const char* transa, const char* transb, const int* m, con
       std::abort();
     }
   }
-  static const SgemmFn blas = reinterpret_cast<SgemmFn>(dlsym(RTLD_NEXT, "sgemm_"));
+  const wg::SgemmFn blas = wg::blas_own_sgemm();
   if (!blas) {
     std::fprintf(stderr, "sgemm_: a %d x %d x %d product is the BLAS's, and the process has no BLAS sgemm_\n", *m, *n,
                  *k);
@@ -121,6 +114,14 @@ std::string sgemm_provider() {
   }
 #endif
   return "blas";
+}
+
+SgemmFn blas_own_sgemm() {
+  // RTLD_NEXT from this file, which is linked into the executable: the
+  // first library after it that defines sgemm_ (libblas.so.3).
+  static const SgemmFn own =
+      reinterpret_cast<SgemmFn>(dlsym(onednn_sgemm_active() ? RTLD_NEXT : RTLD_DEFAULT, "sgemm_"));
+  return own;
 }
 
 }  // namespace wg

@@ -25,4 +25,11 @@ bool onednn_sgemm_active();
 // "onednn 2.6.3" or "blas".
 std::string sgemm_provider();
 
+// The BLAS's own sgemm_ (Fortran interface): the one behind oneDNN's where
+// that is active, else the process's. Null where the process has none.
+using SgemmFn = void (*)(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                         const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+                         const float* beta, float* c, const int* ldc);
+SgemmFn blas_own_sgemm();
+
 }  // namespace wg
