@@ -1,9 +1,9 @@
 // Small float products on one thread, AVX-512 (see header).
 //
 // C is worked through in blocks of up to 64 columns (V vectors of 16).
-// op(B)'s rows are read where they lie (masked loads for the last
-// vector), or, when B is given transposed, gathered once per block into
-// a panel on the stack ([k, 16 V]). Register tiles of R rows x V vectors
+// op(B) is copied once per block into a panel on the stack ([k, 16 V],
+// zero past the block's width): its rows, or, when B is given transposed,
+// its columns gathered. Register tiles of R rows x V vectors
 // run over them: per k, V loads of B, R broadcasts of A and R·V fused
 // multiply-adds. Each tile is written, scaled, straight into C with
 // masked stores. k is taken in slices of kMaxK (the panel's depth), the
@@ -118,6 +118,23 @@ WG_AVX512_INLINE void gather_panel(const float* b, int64_t ldb, int64_t j0, int6
   }
 }
 
+// op(B)[p, j] = b[p · ldb + j] for p < depth, j < 16 · vectors (zero past
+// the block's width) into panel rows of 16 · vectors. Read in place, the
+// rows of a head's v or k lie 1 or 3 KiB apart in the projections, so the
+// 79 rows of the embed's products share a few of L1's sets and were
+// fetched again for every tile of rows (rows placed 16 floats further
+// apart ran as fast as the panel). From the panel, the embed's 79 x 32 x 79
+// products ran at 140-156 GFLOP/s a thread instead of 89-105 (operands in
+// cache), and the embed's attention core 4.5 % faster on one thread. The
+// panel holds the same values, so the bits do not change.
+WG_AVX512_INLINE void copy_panel(const float* b, int64_t ldb, int64_t depth, int vectors, __mmask16 last,
+                                 float* panel) {
+  const int64_t ld = 16 * int64_t(vectors);
+  for (int64_t p = 0; p < depth; ++p)
+    for (int v = 0; v < vectors; ++v)
+      _mm512_storeu_ps(panel + p * ld + 16 * v, _mm512_maskz_loadu_ps(mask_of(v, vectors, last), b + p * ldb + 16 * v));
+}
+
 WG_AVX512 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                        int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
@@ -140,8 +157,9 @@ WG_AVX512 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
         o.b = panel;
         o.ld = 16 * vectors;
       } else {
-        o.b = b + p0 * ldb + j0;
-        o.ld = ldb;
+        copy_panel(b + p0 * ldb + j0, ldb, depth, vectors, last, panel);
+        o.b = panel;
+        o.ld = 16 * vectors;
       }
       const float b_scale = p0 == 0 ? beta : 1.0f;
       float* cj = c + j0;
