@@ -5,7 +5,8 @@
 // reads a head's rows (hundreds of floats apart in the packed q, k, v)
 // slowly: in the model the embed's 79 x 79 x 32 products ran at 35-50
 // GFLOP/s a thread. Here register tiles of rows x 16-float vectors run
-// straight over the operands (src/model/small_gemm.cpp). A product's bits
+// over op(A) where it lies and op(B) copied once per block of 64 columns
+// into a panel on the stack (src/model/small_gemm.cpp). A product's bits
 // depend only on its operands, not on the thread or the call (the
 // attention kernel's none and recomputed runs agree bit for bit). No
 // LibTorch in this header.
