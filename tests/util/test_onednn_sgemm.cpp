@@ -20,10 +20,9 @@
 namespace wg {
 namespace {
 
-using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
-                         const int*, const float*, const int*, const float*, float*, const int*);
-
-// The BLAS's own sgemm_ (libblas.so.3: OpenBLAS), behind the executable's.
+// The BLAS's own sgemm_ (libblas.so.3: OpenBLAS), behind the executable's:
+// looked up here, not by blas_own_sgemm(), so the test sees the routing
+// independently of the code it checks.
 SgemmFn blas_sgemm() { return reinterpret_cast<SgemmFn>(dlsym(RTLD_NEXT, "sgemm_")); }
 // The one LibTorch binds to.
 SgemmFn process_sgemm() { return reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_")); }
