@@ -96,17 +96,21 @@ Prelude SelfAttentionImpl::pre_norm(const torch::Tensor& aux, Saving saving) {
   return lnorm_ ? lnorm_->prelude(aux, saving) : layer_norm_prelude(o_.norm_eps);
 }
 
-Projections SelfAttentionImpl::qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
+Projections SelfAttentionImpl::qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving,
+                                   const std::function<torch::Tensor()>& x_again) {
   // q, k and v side by side: the core reads them there and gives their
   // gradients as one tensor (no split whose backward concatenates).
-  return Projections::self(fused_linear(x, pre_norm(aux, saving),
-                                        {proj_heads_q->weight, proj_heads_k->weight, proj_heads_v->weight}, {}, saving),
-                           o_.num_heads);  // [..., 3·H·dh]
+  Prelude pre = pre_norm(aux, saving);
+  if (saving == Saving::Lean) pre.input_again = x_again;
+  return Projections::self(
+      fused_linear(x, pre, {proj_heads_q->weight, proj_heads_k->weight, proj_heads_v->weight}, {}, saving),
+      o_.num_heads);  // [..., 3·H·dh]
 }
 
 QkNorm SelfAttentionImpl::qk_norm() const { return QkNorm{o_.qk_norm ? o_.norm_eps : 0.0}; }
 
-torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& aux, Saving saving) {
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& aux, Saving saving,
+                                         const std::function<torch::Tensor()>& x_again) {
   const int64_t H = o_.num_heads, block = o_.block;
   const double dropout = is_training() ? o_.dropout : 0.0;
   // x [B, L, d]: B·L rows, each query sees L keys, or its block's.
@@ -124,7 +128,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x, const torch::Te
         return dropout > 0 ? wg::dropout(o, dropout, true) : o;  // block-local: dropout after the core
       },
       {}, dropout > 0);
-  const torch::Tensor core_in = qkv(x, aux, saving).q;
+  const torch::Tensor core_in = qkv(x, aux, saving, x_again).q;
   if (joint_runs(rerun_core, saving, core_in, block == 0))
     core.joint = [H, dropout, norm](const torch::Tensor& qkv, const torch::Tensor& dh) {
       const CoreJoint r = dense_attention_joint(Projections::self(qkv, H), dropout, norm, dh);

@@ -7,6 +7,7 @@
 
 #include "wg/data/tokenizer.h"
 #include "wg/model/dropout.h"
+#include "wg/util/autocast.h"
 
 namespace wg {
 
@@ -78,23 +79,34 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
 
 void StreamEmbedTransformerImpl::build_pieces() {
   const auto key = [this](PieceKind kind, int block = -1) { return PieceKey{"embed", o_.stream, block, kind}; };
-  pieces_.push_back({key(PieceKind::Input),
-                     [this](const torch::Tensor& x, Saving) {
-                       // Contiguous, LibTorch's linear is one product over N · C rows;
-                       // on the transposed view it ran a batched product with the
-                       // weight expanded per token (cpu_wide: 6.3-6.6 -> 3.4-3.6 ms a
-                       // step's forward; the copy, kept for the weight's gradient, is
-                       // 0.45 MiB there).
-                       torch::Tensor h = embed(x.transpose(-2, -1).contiguous());  // [N, C, dim_embed]
-                       return h + harmonic_encoding(h.size(1), h.size(2), h.options());
-                     },
-                     embed->parameters()});
+  // The input: a product over token_size (a few) inputs and the positional
+  // encoding. Its output, [N, C, dim_embed], is as big as a block's input
+  // and far cheaper to make again than to keep: lean (selective), and
+  // followed by a lean block 0 attention, it says how to make it again
+  // from the copy its product keeps for the weight's gradient, and that
+  // attention keeps that instead of it (piece.h's MakeAgain).
+  const auto input = [this](const torch::Tensor& x) {
+    // Contiguous, LibTorch's linear is one product over N · C rows; on the
+    // transposed view it ran a batched product with the weight expanded
+    // per token (cpu_wide: 6.3-6.6 -> 3.4-3.6 ms a step's forward; the
+    // copy, kept for the weight's gradient, is 0.45 MiB there).
+    const torch::Tensor xt = x.transpose(-2, -1).contiguous();
+    const torch::Tensor h = embed(xt);  // [N, C, dim_embed]
+    const torch::Tensor pe = harmonic_encoding(h.size(1), h.size(2), h.options());
+    if (autocast_enabled()) return MadeOutput{h + pe, {}};  // its product in a lower precision: kept
+    return MadeOutput{h + pe, [xt, pe, w = embed->weight, b = embed->bias] { return torch::linear(xt, w, b) + pe; }};
+  };
+  pieces_.push_back({key(PieceKind::Input), [input](const torch::Tensor& x, Saving) { return input(x).out; },
+                     embed->parameters(), PieceMode::Keep, input});
   for (size_t i = 0; i < attention_.size(); ++i) {
     auto attn = attention_[i];
     auto mlp = mlp_[i];
     pieces_.push_back({key(PieceKind::Attention, int(i)),
                        [attn](const torch::Tensor& x, Saving saving) mutable { return attn->forward(x, {}, saving); },
-                       attn->parameters()});
+                       attn->parameters(), PieceMode::Keep, nullptr,
+                       [attn](const torch::Tensor& x, const MakeAgain& again) mutable {
+                         return attn->forward(x, {}, Saving::Lean, again);
+                       }});
     pieces_.push_back({key(PieceKind::Mlp, int(i)), [mlp](const torch::Tensor& x, Saving saving) mutable { return mlp->forward(x, {}, saving); },
                        mlp->parameters()});
   }

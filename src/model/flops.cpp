@@ -74,7 +74,11 @@ double sequence_core(double batch, int64_t length, int64_t block, int64_t dim) {
 void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens, CoreKernel kernel) {
   const double n = double(tokens), rows = n * o.num_channels;
   const auto key = [&](PieceKind kind, int block = -1) { return PieceKey{"embed", o.stream, block, kind}; };
-  f.add(key(PieceKind::Input), linear(rows, o.token_size, o.dim_embed));
+  // Lean, a lean block 0 attention makes the input's output again (its product).
+  const double input = linear(rows, o.token_size, o.dim_embed);
+  f.add(key(PieceKind::Input), input, 0, o.num_blocks > 0 ? input : 0.0);
+  for (PieceFlops& p : f.pieces)
+    if (p.key == key(PieceKind::Input)) p.lean_rerun_with_next = true;
   for (int i = 0; i < o.num_blocks; ++i) {
     const double core = n * attention_core(o.num_channels, o.num_channels, o.dim_embed);
     const double projections = self_projections(rows, o.dim_embed);
@@ -212,12 +216,17 @@ double ModelFlops::forward() const {
 
 double ModelFlops::recomputed(const RecomputePlan& plan) const {
   double sum = 0;
-  for (const PieceFlops& p : pieces)
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const PieceFlops& p = pieces[i];
     switch (plan.mode(p.key)) {
       case PieceMode::Recompute: sum += p.rerun(); break;
-      case PieceMode::Lean: sum += p.lean_rerun; break;
+      case PieceMode::Lean:
+        if (!p.lean_rerun_with_next || (i + 1 < pieces.size() && plan.mode(pieces[i + 1].key) == PieceMode::Lean))
+          sum += p.lean_rerun;
+        break;
       case PieceMode::Keep: break;
     }
+  }
   return sum;
 }
 

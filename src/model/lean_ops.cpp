@@ -194,6 +194,12 @@ variable_list joint_backward(const Layout& l, const torch::Tensor& x, const torc
   return result;
 }
 
+// A lean product's input made again (Prelude::input_again), without a graph.
+torch::Tensor made_again(const std::function<torch::Tensor()>& again) {
+  const torch::NoGradGuard no_grad;
+  return again();
+}
+
 struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const c10::intrusive_ptr<Layout>& layout, at::TensorList inputs) {
     const Layout& l = *layout;
@@ -207,7 +213,8 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
       if (!l.unread) h = l.pre.fn(x);
     }
     const torch::Tensor y = l.unread ? unread_output(h, weights) : product(l, h, weights, biases);
-    variable_list keep{x};
+    // Lean with input_again, x is made again in backward: not kept.
+    variable_list keep{l.lean && l.pre.input_again ? torch::Tensor() : x};
     if (l.lean) keep.insert(keep.end(), inputs.begin() + 1, inputs.begin() + long(w0));
     keep.insert(keep.end(), weights.begin(), weights.end());
     ctx->save_for_backward(keep);
@@ -238,18 +245,21 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     const std::vector<torch::Tensor> pre_params(saved.begin() + 1, saved.begin() + 1 + long(kept_pre));
     const std::vector<torch::Tensor> weights(saved.begin() + 1 + long(kept_pre), saved.end());
     const bool x_requires_grad = ctx->saved_data["x_requires_grad"].toBool();
+    // x as forward had it: kept, or made again.
+    const torch::Tensor x_kept = l.lean && l.pre.input_again ? made_again(l.pre.input_again) : saved[0];
 
-    if (l.lean && l.pre.joint) return joint_backward(l, saved[0].detach(), grads[0], pre_params, weights, x_requires_grad);
+    if (l.lean && l.pre.joint)
+      return joint_backward(l, x_kept.detach(), grads[0], pre_params, weights, x_requires_grad);
     // h: the product's input, kept or run again (by pre's own rerun, or under autograd).
-    torch::Tensor x = saved[0], h = x;
+    torch::Tensor x = x_kept, h = x;
     PreludeRun rerun;
     if (l.lean && l.pre.rerun) {
       const GeneratorStatesGuard put_back(x.device());
       if (!l.first_run.empty()) l.first_run.front().restore();
-      rerun = l.pre.rerun(saved[0].detach());
+      rerun = l.pre.rerun(x_kept.detach());
       h = rerun.h;
     } else if (l.lean && l.pre.fn) {
-      x = saved[0].detach();
+      x = x_kept.detach();
       if (x_requires_grad) x.requires_grad_(true);
       const GeneratorStatesGuard put_back(x.device());
       if (!l.first_run.empty()) l.first_run.front().restore();

@@ -14,11 +14,14 @@ namespace {
 // The pieces `selective` runs lean (model/saving.h): those whose products
 // can keep only their inputs and outputs, running their norms and
 // activations again in backward: every block piece, and an embed's
-// read-out (its per-channel norms before one grouped product). The other
-// pieces outside blocks (an embed's input, a decoder's coordinate
-// embedding and head) have no norm or activation before a product to
-// leave out.
-bool runs_lean(const PieceKey& p) { return p.in_a_block() || p.kind == PieceKind::Readout; }
+// read-out (its per-channel norms before one grouped product); and an
+// embed's input, whose output (as big as a block's input, from a product
+// over a few inputs) a lean block 0 attention makes again instead of
+// keeping it (model/piece.h). A decoder's coordinate embedding and head
+// have no norm or activation before a product to leave out.
+bool runs_lean(const PieceKey& p) {
+  return p.in_a_block() || p.kind == PieceKind::Readout || (p.section == "embed" && p.kind == PieceKind::Input);
+}
 }  // namespace
 
 const char* piece_mode_name(PieceMode mode) {

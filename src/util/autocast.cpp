@@ -22,6 +22,8 @@ void set_dtype(c10::ScalarType t) { at::autocast::set_autocast_gpu_dtype(t); }
 #endif
 }  // namespace
 
+bool autocast_enabled() { return enabled(); }
+
 AutocastGuard::AutocastGuard(bool on, const std::string& name) {
   if (!on || name == "fp32") return;
   was_enabled_ = enabled();

@@ -536,14 +536,13 @@ TEST_F(ConfigTest, StructuredFormBeatsEveryBooleanEitherWay) {
                 0u)
           << w[0];
       // The plan follows the structured form.
-      // (selective: every block piece and an embed's read-out run lean)
+      // (selective: every block piece and an embed's input and read-out run lean)
       const RecomputePlan p = resolve_plan(c);
       for (size_t i = 0; i < p.size(); ++i) {
         const PieceKey& k = p.pieces()[i];
-        if (k.section == sec.name)
-          EXPECT_EQ(p.mode(i), !value && (k.in_a_block() || k.kind == PieceKind::Readout) ? PieceMode::Lean
-                                                                                           : PieceMode::Keep)
-              << k.str();
+        const bool lean =
+            k.in_a_block() || k.kind == PieceKind::Readout || (k.section == "embed" && k.kind == PieceKind::Input);
+        if (k.section == sec.name) EXPECT_EQ(p.mode(i), !value && lean ? PieceMode::Lean : PieceMode::Keep) << k.str();
       }
     }
   }

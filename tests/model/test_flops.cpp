@@ -121,6 +121,9 @@ TEST(Flops, HandCountOfASmallModel) {
   EXPECT_EQ(piece("pred.S/block0.attn").lean_rerun, 2 * 3 * 6 * 24 + 80 / 2);  // core 80 against 384
   EXPECT_EQ(piece("pred.S/block0.mlp").lean_rerun, 2 * 3 * 6 * 24);
   EXPECT_EQ(piece("ae_global/block0.mlp").lean_rerun, 0.0);
+  // A lean embed input's product, which a lean block 0 attention makes again.
+  EXPECT_EQ(piece("embed.S/input").lean_rerun, 2 * 9 * 2 * 4);
+  EXPECT_TRUE(piece("embed.S/input").lean_rerun_with_next);
   // The aggregation engine runs each sample's non-empty cells as one
   // call, and a lean layer decides per call: at width 16 a sample of 6
   // cells (6 keys a query, at most 8) runs its core again and one of 12
@@ -199,6 +202,13 @@ TEST(Flops, HandCountOfASmallModel) {
   plan.set_mode(*PieceKey::parse("pred.S/block0.mlp"), PieceMode::Lean);
   plan.set_mode(*PieceKey::parse("ae_local/block0.attn"), PieceMode::Lean);
   EXPECT_EQ(f.step(plan), 3 * 48744.0 + 17408 - 2048 - 4096 - 1024 / 2 + 2 * (2 * 3 * 6 * 24) + 160 / 2);
+  // A lean embed input runs its product again only where block 0's
+  // attention, lean too, makes its output again.
+  plan.set_mode(*PieceKey::parse("embed.S/input"), PieceMode::Lean);
+  const double before = 3 * 48744.0 + 17408 - 2048 - 4096 - 1024 / 2 + 2 * (2 * 3 * 6 * 24) + 160 / 2;
+  EXPECT_EQ(f.step(plan), before);
+  plan.set_mode(*PieceKey::parse("embed.S/block0.attn"), PieceMode::Lean);
+  EXPECT_EQ(f.step(plan), before + 2 * 9 * 2 * 4);
 }
 
 // The matrix products LibTorch's profiler counted in what ran under `profile`.

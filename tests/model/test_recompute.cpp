@@ -10,6 +10,7 @@
 #include "wg/model/model_options.h"
 #include "wg/model/recompute.h"
 #include "wg/model/weather_model.h"
+#include "wg/plan/piece_key.h"
 #include "wg/plan/recompute_plan.h"
 #include "wg/train/batch_tensors.h"
 #include "wg/train/loss.h"
@@ -198,6 +199,59 @@ TEST(RecomputeMemory, FullRecomputationHalvesTheActivationPeakAtFourBlocks) {
   EXPECT_LT(full, none / 2);
   EXPECT_LT(selective, none);
   EXPECT_LT(full, selective);
+}
+
+// The embed under `selective` (4 blocks, dropout on), its input piece lean
+// (block 0's lean attention makes the input's output again in backward) or
+// kept: the bytes held after its forward, and its gradients.
+struct EmbedRun {
+  int64_t held = 0;
+  int64_t input_bytes = 0;     // the input piece's output
+  int64_t encoding_bytes = 0;  // its positional encoding [C, d], which the way to make it again holds
+  std::map<std::string, torch::Tensor> grads;
+};
+EmbedRun embed_selective(PieceMode input) {
+  install_counting_allocator();
+  Config c = tiny_config();
+  StreamConfig s = wg::testing::tiny_stream("ERA5", 24, 8, 4);
+  s.embed.dim_embed = 32;
+  c.streams = {s};
+  c.ae_local_dim_embed = 64;
+  c.gradient_checkpointing.embed = section(RecomputeMode::Selective);
+  StreamShape shape{s.name, s.token_size, false, 0, std::vector<std::string>(16, "x"), {"y"}};
+  torch::manual_seed(0);
+  StreamEmbedTransformer embed(model_options(c, {shape}).embeds.front());
+  embed->train();
+  RecomputePlan plan = resolve_plan(c);
+  EXPECT_EQ(plan.mode(*PieceKey::parse("embed.ERA5/input")), PieceMode::Lean);  // selective's
+  plan.set_mode(*PieceKey::parse("embed.ERA5/input"), input);
+  embed->set_plan(plan);
+  const torch::Tensor x = torch::randn({256, s.token_size, shape.source_width()});
+  torch::manual_seed(1);
+  embed->forward(x).pow(2).mean().backward();  // parameter gradients allocated
+  for (auto& p : embed->parameters())
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  EmbedRun r;
+  const int64_t base = memory_snapshot("cpu").current_bytes;
+  torch::manual_seed(2);
+  const torch::Tensor out = embed->forward(x);
+  r.held = memory_snapshot("cpu").current_bytes - base - int64_t(out.nbytes());
+  r.encoding_bytes = shape.source_width() * 32 * int64_t(sizeof(float));
+  r.input_bytes = int64_t(x.size(0)) * r.encoding_bytes;
+  out.pow(2).mean().backward();
+  for (const auto& p : embed->named_parameters())
+    if (p.value().grad().defined()) r.grads[p.key()] = p.value().grad().clone();
+  return r;
+}
+
+TEST(RecomputeMemory, SelectiveMakesTheEmbedInputAgainInsteadOfKeepingIt) {
+  const EmbedRun lean = embed_selective(PieceMode::Lean), kept = embed_selective(PieceMode::Keep);
+  std::cout << "held after the embed's forward: input lean " << lean.held << ", kept " << kept.held
+            << " bytes (its output " << lean.input_bytes << ")\n";
+  EXPECT_EQ(kept.held - lean.held, lean.input_bytes - lean.encoding_bytes);
+  ASSERT_EQ(lean.grads.size(), kept.grads.size());
+  for (const auto& [name, g] : kept.grads)
+    EXPECT_TRUE(torch::equal(g, lean.grads.at(name))) << name;  // the same bits, the input's weight's too
 }
 
 }  // namespace

@@ -130,7 +130,7 @@ TEST(RecomputePlan, SelectiveMakesEveryBlockPieceLean) {
   for (const char* k : {"ae_adapter/block0.cross", "ae_adapter/block0.mlp", "ae_adapter/block1.cross",
                         "pred.ERA5/block0.cross", "pred.ERA5/block1.attn", "pred.ERA5/block1.mlp"})
     EXPECT_EQ(mode(k), PieceMode::Lean) << k;
-  // Pieces outside blocks are kept, but an embed's read-out, which is lean; full recomputes them.
+  // Pieces outside blocks are kept, but an embed's input and read-out, which are lean; full recomputes them.
   EXPECT_EQ(mode("pred.ERA5/input"), PieceMode::Keep);
   EXPECT_EQ(mode("pred.ERA5/head"), PieceMode::Keep);
   EXPECT_EQ(mode("ae_local/block0.attn"), PieceMode::Keep);  // sections left at none
@@ -140,7 +140,8 @@ TEST(RecomputePlan, SelectiveMakesEveryBlockPieceLean) {
   const auto e_mode = [&e](const std::string& key) { return e.mode(*PieceKey::parse(key)); };
   EXPECT_EQ(e_mode("embed.ERA5/readout"), PieceMode::Lean);
   EXPECT_EQ(e_mode("embed.ERA5/block0.attn"), PieceMode::Lean);
-  EXPECT_EQ(e_mode("embed.ERA5/input"), PieceMode::Keep);
+  // and its input, whose output a lean block 0 attention makes again (piece.h)
+  EXPECT_EQ(e_mode("embed.ERA5/input"), PieceMode::Lean);
   // A block list on top of selective recomputes those blocks as a whole.
   c.gradient_checkpointing.ae_global.blocks = {2};
   const auto q = resolve_plan(c);
@@ -279,18 +280,19 @@ TEST(RecomputePlan, TableListsEveryPiece) {
   EXPECT_NE(t.find("embed.ERA5     block3.attn    lean"), std::string::npos) << t;
   EXPECT_NE(t.find("embed.ERA5     block3.mlp     lean"), std::string::npos) << t;
   EXPECT_NE(t.find("embed.ERA5     readout        lean"), std::string::npos) << t;
-  EXPECT_NE(t.find("embed.ERA5     input          no"), std::string::npos) << t;
+  EXPECT_NE(t.find("embed.ERA5     input          lean"), std::string::npos) << t;
   EXPECT_NE(t.find("ae_adapter     block0.cross   lean"), std::string::npos) << t;
   EXPECT_NE(t.find("ae_adapter     block0.mlp     lean"), std::string::npos) << t;
   EXPECT_NE(t.find("ae_aggregation block1.mlp     no"), std::string::npos) << t;
   EXPECT_NE(t.find("pred.SYNOP     block0.cross   no"), std::string::npos) << t;
   EXPECT_NE(t.find("pred.ERA5      head           no"), std::string::npos) << t;
-  EXPECT_NE(t.find("recomputed 0 of " + std::to_string(kTwoStreamsPieces) + " pieces, 17 lean"), std::string::npos) << t;
+  EXPECT_NE(t.find("recomputed 0 of " + std::to_string(kTwoStreamsPieces) + " pieces, 19 lean"), std::string::npos)
+      << t;
   EXPECT_EQ(p.summary(),
-            "embed 0/16 (14 lean) ae_local 0/4 ae_adapter 0/3 (3 lean) ae_aggregation 0/4 ae_global 0/12 pred 0/13");
+            "embed 0/16 (16 lean) ae_local 0/4 ae_adapter 0/3 (3 lean) ae_aggregation 0/4 ae_global 0/12 pred 0/13");
   c.gradient_checkpointing.ae_local.mode = RecomputeMode::Full;
   EXPECT_EQ(resolve_plan(c).summary(),
-            "embed 0/16 (14 lean) ae_local 4/4 ae_adapter 0/3 (3 lean) ae_aggregation 0/4 ae_global 0/12 pred 0/13");
+            "embed 0/16 (16 lean) ae_local 4/4 ae_adapter 0/3 (3 lean) ae_aggregation 0/4 ae_global 0/12 pred 0/13");
 }
 
 TEST(RecomputePlan, ModelPiecesInForwardOrder) {

@@ -24,6 +24,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <vector>
 
 #include "wg/model/attention_core.h"
@@ -54,8 +55,11 @@ struct AttentionOptions {
 class SelfAttentionImpl : public torch::nn::Module {
  public:
   explicit SelfAttentionImpl(const AttentionOptions& options);
-  // x [B, L, d] (dense, local) -> same shape.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& aux = {}, Saving saving = Saving::All);
+  // x [B, L, d] (dense, local) -> same shape. With Saving::Lean and
+  // x_again (how to make x again with its bits, piece.h's MakeAgain) the
+  // layer does not keep x but makes it again in backward.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& aux = {}, Saving saving = Saving::All,
+                        const std::function<torch::Tensor()>& x_again = {});
   // x [R, d] packed rows in segments -> [R, d].
   torch::Tensor forward_varlen(const torch::Tensor& x, const VarlenSegments& seg, const torch::Tensor& aux = {},
                                Saving saving = Saving::All);
@@ -68,7 +72,8 @@ class SelfAttentionImpl : public torch::nn::Module {
  private:
   Prelude pre_norm(const torch::Tensor& aux, Saving saving);
   // q, k, v side by side [..., 3·H·dh] (before the q/k norm) from x [..., d].
-  Projections qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving);
+  Projections qkv(const torch::Tensor& x, const torch::Tensor& aux, Saving saving,
+                  const std::function<torch::Tensor()>& x_again = {});
   QkNorm qk_norm() const;
   AttentionOptions o_;
   AdaLayerNorm lnorm_{nullptr};

@@ -15,7 +15,11 @@
 //          + what every lean piece runs again in backward (saving.h): its
 //          attention cores where they are cheap (lean_reruns_core; on the
 //          CPU kernel, where a joint pass runs them, their output product
-//          only) and its AdaLayerNorms' first products
+//          only) and its AdaLayerNorms' first products; and an embed's
+//          input product, made again in the backward of a lean block 0
+//          attention after a lean input (piece.h; under autocast it is
+//          kept instead, and the count is high by that product, a few
+//          inputs wide: under 1 % of an embed block's)
 #pragma once
 
 #include <cstdint>
@@ -54,6 +58,9 @@ struct PieceFlops {
   // their forward, only their output product (half a core) more than a
   // backward alone
   double joint_core = 0;
+  // lean_rerun runs only where the next piece is lean too (an embed's
+  // input, which that piece makes again instead of keeping it)
+  bool lean_rerun_with_next = false;
   double rerun() const { return forward - last_product - 0.5 * joint_core; }
 };
 

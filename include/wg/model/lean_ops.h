@@ -54,6 +54,11 @@ struct Prelude {
     std::vector<torch::Tensor> grads;
   };
   std::function<JointRun(const torch::Tensor& x, const torch::Tensor& dh)> joint;
+  // Optional, lean only: the product does not keep x either; backward makes
+  // it again with this, from what the closure holds, with the bits x had
+  // (a cheap, deterministic function: the embed's input, a narrow product
+  // and an add, piece.h's MakeAgain). x still gets its gradient.
+  std::function<torch::Tensor()> input_again;
 };
 
 // Preludes of the model's layers that have a rerun:

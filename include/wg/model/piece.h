@@ -22,11 +22,27 @@ namespace wg {
 // A piece's function: its output from its input, keeping what `saving` says.
 using PieceBody = std::function<torch::Tensor(const torch::Tensor&, Saving)>;
 
+// How to make a tensor again, with the same bits, from what the closure
+// holds (run without a graph): a lean piece's output that is far cheaper
+// to make again than to keep.
+using MakeAgain = std::function<torch::Tensor()>;
+struct MadeOutput {
+  torch::Tensor out;
+  MakeAgain again;
+};
+
 struct Piece {
   PieceKey key;
   PieceBody fn;
   std::vector<torch::Tensor> params;  // parameters and other tensors fn reads that need gradients
   PieceMode mode = PieceMode::Keep;
+  // Optional pair, for a lean piece followed by a lean piece (the embed's
+  // input and its first attention): the first gives, with its output, how
+  // to make it again (lean_remade_output); the next one keeps that instead
+  // of its input (lean_from_remade). Either alone, or either piece not
+  // lean, and they run as fn does.
+  std::function<MadeOutput(const torch::Tensor&)> lean_remade_output = {};
+  std::function<torch::Tensor(const torch::Tensor&, const MakeAgain&)> lean_from_remade = {};
 };
 
 // The plan's decision for each key (the plan must have every key).
@@ -85,10 +101,24 @@ inline torch::Tensor run_one(const Piece& p, const torch::Tensor& x) {
 }
 
 // Runs the pieces in order; the one call site of the plan in each section.
+// Where a lean piece says how to make its output again and the next one,
+// lean too, takes that, the next one keeps that instead (Piece).
 inline torch::Tensor run_pieces(const std::vector<Piece>& pieces, torch::Tensor x, PieceObserver* observer = nullptr) {
+  MakeAgain again;  // how to make x again, where the lean piece that gave it said
   for (const Piece& p : pieces) {
     if (observer) observer->before(p.key);
-    x = run_one(p, x);
+    const bool lean = p.mode == PieceMode::Lean;
+    MakeAgain out_again;
+    if (lean && again && p.lean_from_remade) {
+      x = p.lean_from_remade(x, again);
+    } else if (lean && p.lean_remade_output) {
+      MadeOutput made = p.lean_remade_output(x);
+      x = std::move(made.out);
+      out_again = std::move(made.again);
+    } else {
+      x = run_one(p, x);
+    }
+    again = std::move(out_again);
     if (observer) observer->after(p.key, PieceOutput{x.sizes().vec(), int64_t(x.element_size())});
   }
   return x;

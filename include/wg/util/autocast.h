@@ -10,6 +10,10 @@
 
 namespace wg {
 
+// Whether CUDA autocast is on in this thread (what a product that must be
+// made again with the same bits has to know).
+bool autocast_enabled();
+
 class AutocastGuard {
  public:
   // enabled: with_mixed_precision on a CUDA device. dtype: bf16 | fp16 | fp32
