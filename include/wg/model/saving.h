@@ -7,7 +7,9 @@
 //         probabilities are recomputed from them in backward, and the
 //         attention core's output too where that is cheap
 //         (lean_reruns_core); no projection is run again (lean_ops.h;
-//         AdaLayerNorm runs its first embedding product again, norms.h).
+//         AdaLayerNorm runs its first embedding product again, norms.h;
+//         an embed's block 0 attention keeps, instead of its input, how
+//         to make it again: the embed's input product, piece.h).
 //         Gradients are bit-identical to All.
 //   Rerun a recomputed piece's second run, in backward (PieceMode::Recompute):
 //         keeps as All, but its last product (output_linear, lean_ops.h),
