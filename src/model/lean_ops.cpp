@@ -382,13 +382,27 @@ Prelude norm_affine_prelude(double eps, const torch::Tensor& factor_param, const
   if (d_factor) pre.params.push_back(factor_param);
   if (d_shift) pre.params.push_back(shift);
   pre.rerun = [eps, factor_param, factor, shift, d_factor, d_shift](const torch::Tensor& x) {
-    const LayerNormRun n = layer_norm_run(x, eps);
-    return PreludeRun{n.out * factor + shift, [factor_param, factor, shift, d_factor, d_shift, x, n](const torch::Tensor& dh) {
-                        // What autograd's AddBackward0, MulBackward0 (grad · other, summed to each
-                        // operand's shape) and NativeLayerNormBackward0 compute, in that order.
-                        std::vector<torch::Tensor> d{plain_layer_norm_backward(dh * factor, x, n)};
-                        if (d_factor) d.push_back(at::sum_to(dh * n.out, factor_param.sizes()));
+    LayerNormRun n = layer_norm_run(x, eps);
+    return PreludeRun{n.out * factor + shift,
+                      [factor_param, factor, shift, d_factor, d_shift, x, n](torch::Tensor dh) mutable {
+                        // What autograd's AddBackward0, MulBackward0 (grad · other, summed
+                        // to each operand's shape) and NativeLayerNormBackward0 compute,
+                        // with no tensor of x's size but dh and the norm's output held
+                        // at once (the embed's read-out: the step's peak at cpu_wide was
+                        // in this vjp): the factor's gradient in the norm's output
+                        // (n.out · dh, the bits of dh · n.out), which is then let go;
+                        // the shift's, a sum of dh (or dh itself, then not written);
+                        // then dh · factor and the norm's backward in dh's own memory.
+                        std::vector<torch::Tensor> d(1);
+                        if (d_factor) d.push_back(at::sum_to(n.out.mul_(dh), factor_param.sizes()));
+                        n.out = torch::Tensor();
                         if (d_shift) d.push_back(at::sum_to(dh, shift.sizes()));
+                        const bool dh_is_a_gradient = d_shift && d.back().is_alias_of(dh);
+                        if (dh_is_a_gradient || !dh.is_contiguous() || dh.sizes() != x.sizes()) {
+                          d[0] = plain_layer_norm_backward(dh * factor, x, n);
+                        } else {
+                          d[0] = plain_layer_norm_backward_into(dh.mul_(factor), x, n.mean, n.rstd);
+                        }
                         return d;
                       }};
   };

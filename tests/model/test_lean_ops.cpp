@@ -195,6 +195,8 @@ TEST(LeanOps, PreludeRerunsGiveAutogradsGradients) {
       {"layer norm", layer_norm_prelude(1e-5)},
       {"affine layer norm", layer_norm_prelude(1e-5, w, b)},
       {"modulated norm", modulated_norm_prelude(1e-6, scale, shift)},
+      {"modulated norm, a shift per row (its gradient is dh itself)",
+       modulated_norm_prelude(1e-6, scale, leaf({3, 7, 16}))},
       {"gelu, dropout 0 in training", gelu_dropout_prelude(0.0, true)},
       {"gelu, dropout 0.3 in evaluation", gelu_dropout_prelude(0.3, false)},
       {"gelu, dropout 0.3 in training (the generators as at the first run)", gelu_dropout_prelude(0.3, true)},
@@ -226,6 +228,20 @@ TEST(LeanOps, PreludeRerunsGiveAutogradsGradients) {
     const std::vector<torch::Tensor> got = pre.rerun(x.detach()).vjp(std::move(mine));
     EXPECT_TRUE(torch::equal(got[0], want[0]));
     EXPECT_EQ(got[0].data_ptr(), where);  // no second tensor of dh's size
+  }
+  {  // a per-channel affine norm's vjp (the embed's read-out) takes the
+     // factor's gradient in the norm's output and writes dx into dh
+    SCOPED_TRACE("per-channel affine norm, 80000 rows");
+    const torch::Tensor cw = leaf({7, 16}), cb = leaf({7, 16});
+    const Prelude pre = channel_norm_prelude(1e-6, cw, cb);
+    const torch::Tensor x = leaf({2, 40000, 7, 16}), dh = torch::randn({2, 40000, 7, 16});
+    const auto want = torch::autograd::grad({pre.fn(x)}, {x, cw, cb}, {dh});
+    torch::Tensor mine = dh.clone();
+    const void* where = mine.data_ptr();
+    const std::vector<torch::Tensor> got = pre.rerun(x.detach()).vjp(std::move(mine));
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(got[i], want[i])) << "gradient " << i;
+    EXPECT_EQ(got[0].data_ptr(), where);
   }
   EXPECT_TRUE(gelu_dropout_prelude(0.3, true).draws_random);
   EXPECT_FALSE(gelu_dropout_prelude(0.3, false).draws_random);
