@@ -383,8 +383,9 @@ Prelude norm_affine_prelude(double eps, const torch::Tensor& factor_param, const
   if (d_shift) pre.params.push_back(shift);
   pre.rerun = [eps, factor_param, factor, shift, d_factor, d_shift](const torch::Tensor& x) {
     LayerNormRun n = layer_norm_run(x, eps);
-    return PreludeRun{n.out * factor + shift,
-                      [factor_param, factor, shift, d_factor, d_shift, x, n](torch::Tensor dh) mutable {
+    torch::Tensor h = n.out * factor;
+    h.add_(shift);  // the bits of n.out · factor + shift, with no second temporary of x's size
+    return PreludeRun{std::move(h), [factor_param, factor, shift, d_factor, d_shift, x, n](torch::Tensor dh) mutable {
                         // What autograd's AddBackward0, MulBackward0 (grad · other, summed
                         // to each operand's shape) and NativeLayerNormBackward0 compute,
                         // with no tensor of x's size but dh and the norm's output held
