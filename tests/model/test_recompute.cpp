@@ -165,27 +165,41 @@ TEST(Recompute, NoGraphWorkInEvalUnderNoGrad) {
   EXPECT_FALSE(y.requires_grad());
 }
 
+// The embed section alone (an ERA5-like stream of 24 features, 4 blocks 32
+// wide, dropout on) under `mode`, with the counting allocator, and a
+// batch of 256 tokens for it.
+struct TinyEmbed {
+  Config config;
+  StreamEmbedTransformer embed{nullptr};
+  torch::Tensor x;
+};
+TinyEmbed tiny_embed(RecomputeMode mode) {
+  install_counting_allocator();
+  TinyEmbed t;
+  t.config = tiny_config();
+  StreamConfig s = wg::testing::tiny_stream("ERA5", 24, 8, 4);
+  s.embed.dim_embed = 32;
+  t.config.streams = {s};
+  t.config.ae_local_dim_embed = 64;
+  t.config.gradient_checkpointing.embed = section(mode);
+  StreamShape shape{s.name, s.token_size, false, 0, std::vector<std::string>(16, "x"), {"y"}};
+  torch::manual_seed(0);
+  t.embed = StreamEmbedTransformer(model_options(t.config, {shape}).embeds.front());
+  t.embed->train();
+  t.embed->set_plan(resolve_plan(t.config));
+  t.x = torch::randn({256, s.token_size, shape.source_width()});
+  return t;
+}
+
 // Peak bytes above the baseline during forward + backward of the embed
 // section alone (4 blocks).
 int64_t embed_activation_peak(RecomputeMode mode) {
-  install_counting_allocator();
-  Config c = tiny_config();
-  StreamConfig s = wg::testing::tiny_stream("ERA5", 24, 8, 4);
-  s.embed.dim_embed = 32;
-  c.streams = {s};
-  c.ae_local_dim_embed = 64;
-  c.gradient_checkpointing.embed = section(mode);
-  StreamShape shape{s.name, s.token_size, false, 0, std::vector<std::string>(16, "x"), {"y"}};
-  torch::manual_seed(0);
-  StreamEmbedTransformer embed(model_options(c, {shape}).embeds.front());
-  embed->train();
-  embed->set_plan(resolve_plan(c));
-  torch::Tensor x = torch::randn({256, s.token_size, shape.source_width()});
+  TinyEmbed t = tiny_embed(mode);
   // warm-up allocates parameter gradients, so they do not count below
-  embed->forward(x).pow(2).mean().backward();
+  t.embed->forward(t.x).pow(2).mean().backward();
   const int64_t base = memory_snapshot("cpu").current_bytes;
   reset_peak_memory("cpu");
-  embed->forward(x).pow(2).mean().backward();
+  t.embed->forward(t.x).pow(2).mean().backward();
   return memory_snapshot("cpu").peak_bytes - base;
 }
 
@@ -211,22 +225,13 @@ struct EmbedRun {
   std::map<std::string, torch::Tensor> grads;
 };
 EmbedRun embed_selective(PieceMode input) {
-  install_counting_allocator();
-  Config c = tiny_config();
-  StreamConfig s = wg::testing::tiny_stream("ERA5", 24, 8, 4);
-  s.embed.dim_embed = 32;
-  c.streams = {s};
-  c.ae_local_dim_embed = 64;
-  c.gradient_checkpointing.embed = section(RecomputeMode::Selective);
-  StreamShape shape{s.name, s.token_size, false, 0, std::vector<std::string>(16, "x"), {"y"}};
-  torch::manual_seed(0);
-  StreamEmbedTransformer embed(model_options(c, {shape}).embeds.front());
-  embed->train();
-  RecomputePlan plan = resolve_plan(c);
+  TinyEmbed t = tiny_embed(RecomputeMode::Selective);
+  RecomputePlan plan = resolve_plan(t.config);
   EXPECT_EQ(plan.mode(*PieceKey::parse("embed.ERA5/input")), PieceMode::Lean);  // selective's
   plan.set_mode(*PieceKey::parse("embed.ERA5/input"), input);
+  StreamEmbedTransformer& embed = t.embed;
+  const torch::Tensor& x = t.x;
   embed->set_plan(plan);
-  const torch::Tensor x = torch::randn({256, s.token_size, shape.source_width()});
   torch::manual_seed(1);
   embed->forward(x).pow(2).mean().backward();  // parameter gradients allocated
   for (auto& p : embed->parameters())
@@ -236,7 +241,7 @@ EmbedRun embed_selective(PieceMode input) {
   torch::manual_seed(2);
   const torch::Tensor out = embed->forward(x);
   r.held = memory_snapshot("cpu").current_bytes - base - int64_t(out.nbytes());
-  r.encoding_bytes = shape.source_width() * 32 * int64_t(sizeof(float));
+  r.encoding_bytes = x.size(-1) * 32 * int64_t(sizeof(float));  // [C, d]: C the stream's features
   r.input_bytes = int64_t(x.size(0)) * r.encoding_bytes;
   out.pow(2).mean().backward();
   for (const auto& p : embed->named_parameters())
