@@ -28,13 +28,14 @@ constexpr int kRows = 6;        // a tile's rows: 6 x 4 sums, 4 of B and 1 broad
 constexpr int kMaxV = 4;        // a block's vectors (64 columns)
 
 // op(A)[i, p] = a[i · si + p · sp]; op(B)[p, j] = b[p · ld + j] over the
-// block's columns.
+// block's columns, from the panel (zero past the block's width, so its
+// rows are read whole).
 struct Operands {
   const float* a;
   int64_t si, sp;
   const float* b;
   int64_t ld;
-  __mmask16 last;  // the block's last vector: its valid columns
+  __mmask16 last;  // the block's last vector: its valid columns of C
 };
 
 WG_AVX512_INLINE __mmask16 mask_of(int v, int V, __mmask16 last) { return v == V - 1 ? last : __mmask16(0xFFFF); }
@@ -54,7 +55,7 @@ WG_AVX512_INLINE void tile(const Operands& o, int64_t i, int64_t depth, float al
     __m512 b[V];
     const float* row = o.b + p * o.ld;
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) b[v] = _mm512_maskz_loadu_ps(mask_of(v, V, o.last), row + 16 * v);
+    for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_ps(row + 16 * v);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 x = _mm512_set1_ps(a[r * o.si + p * o.sp]);
@@ -151,15 +152,11 @@ WG_AVX512 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
     const __mmask16 last = __mmask16((uint32_t(1) << tail) - 1);
     for (int64_t p0 = 0; p0 < k; p0 += kMaxK) {
       const int64_t depth = std::min(kMaxK, k - p0);
-      Operands o{a + (trans_a ? p0 * lda : p0), trans_a ? 1 : lda, trans_a ? lda : 1, nullptr, 0, last};
+      const Operands o{a + (trans_a ? p0 * lda : p0), trans_a ? 1 : lda, trans_a ? lda : 1, panel, 16 * vectors, last};
       if (trans_b) {
         gather_panel(b + p0, ldb, j0, depth, vectors, last, panel);
-        o.b = panel;
-        o.ld = 16 * vectors;
       } else {
         copy_panel(b + p0 * ldb + j0, ldb, depth, vectors, last, panel);
-        o.b = panel;
-        o.ld = 16 * vectors;
       }
       const float b_scale = p0 == 0 ? beta : 1.0f;
       float* cj = c + j0;
