@@ -103,7 +103,7 @@ void StreamEmbedTransformerImpl::build_pieces() {
     auto mlp = mlp_[i];
     pieces_.push_back({key(PieceKind::Attention, int(i)),
                        [attn](const torch::Tensor& x, Saving saving) mutable { return attn->forward(x, {}, saving); },
-                       attn->parameters(), PieceMode::Keep, nullptr});
+                       attn->parameters()});
     if (i == 0)  // keeps how to make the input's output again, where both are lean
       pieces_.back().lean_from_remade = [attn](const torch::Tensor& x, const MakeAgain& again) mutable {
         return attn->forward(x, {}, Saving::Lean, again);

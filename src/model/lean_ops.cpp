@@ -399,7 +399,7 @@ Prelude norm_affine_prelude(double eps, const torch::Tensor& factor_param, const
                         n.out = torch::Tensor();
                         if (d_shift) d.push_back(at::sum_to(dh, shift.sizes()));
                         const bool dh_is_a_gradient = d_shift && d.back().is_alias_of(dh);
-                        if (dh_is_a_gradient || !dh.is_contiguous() || dh.sizes() != x.sizes()) {
+                        if (dh_is_a_gradient || dh.sizes() != x.sizes()) {
                           d[0] = plain_layer_norm_backward(dh * factor, x, n);
                         } else {
                           d[0] = plain_layer_norm_backward_into(dh.mul_(factor), x, n.mean, n.rstd);
