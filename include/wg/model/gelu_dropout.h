@@ -20,7 +20,7 @@ namespace wg {
 // dropout(gelu(x), p, training), differentiable.
 torch::Tensor gelu_dropout(const torch::Tensor& x, double p, bool training);
 
-// Without autograd, for kernels with their own backward (lean_ops.cpp):
+// Without autograd, for kernels with their own backward (preludes.cpp):
 // gelu(x) · mask(seed, p) (p = 0: no mask), x contiguous float32/float64
 // on the CPU; and its vjp for the output's gradient dh, written into out
 // (which may be dh itself; all contiguous, of x's size and dtype) and

@@ -61,7 +61,7 @@ struct Prelude {
   std::function<torch::Tensor()> input_again;
 };
 
-// Preludes of the model's layers that have a rerun:
+// Preludes of the model's layers that have a rerun (preludes.cpp):
 // LN_eps(x) over the last dimension, affine when weight and bias are given
 // (then params = {weight, bias});
 Prelude layer_norm_prelude(double eps, const torch::Tensor& weight = {}, const torch::Tensor& bias = {});
