@@ -8,7 +8,9 @@
 //   within one range of segments, below), or a chunk of dense
 //   sequences; problems share no query, key or output row, so they run in
 //   parallel and write their results without locks, and they are formed
-//   without regard to the thread count: the result does not depend on it;
+//   without regard to the thread count: the result does not depend on it,
+//   but where a call has a single problem, whose products BLAS may split
+//   over the threads (for_each_problem);
 // - q, k and v are column blocks ("slots") of row tensors ("sources", [R,
 //   W]): the fused projections as the layers made them; every product
 //   reads its operands and writes its result where they lie (BLAS, or
@@ -103,8 +105,8 @@ Rows<T> rows_view(const torch::Tensor& t) {  // t [R, H, dh] contiguous
 // BLAS's small path is quicker, and larger products (a dense engine's long
 // sequences), which BLAS may split over the rank's threads when a call has
 // one problem, go to BLAS. Decided by the problem's shape alone, so a
-// forward, a backward and a joint pass, on any number of threads, take the
-// same path and give the same bits.
+// forward, a backward and a joint pass take the same path and, on the
+// same threads, give the same bits.
 bool small_products(const Problem& pr, int64_t dh) {
   return std::min(pr.lq, pr.lk) >= 16 && pr.lq * pr.lk * dh <= int64_t(64 * 64 * 64);
 }
@@ -131,15 +133,20 @@ void products(int64_t first, int64_t last, int64_t m, int64_t n, int64_t k, cons
 
 uint64_t problem_seed(uint64_t seed, int64_t i) { return seed ^ (uint64_t(i + 1) * 0x9E3779B97F4A7C15ull); }
 
-// Runs fn(i) for every problem: one problem inline (its products may use
-// every thread), more in parallel over the rank's threads, taken one at a
-// time (cells differ in size), each worker marked as in a parallel region
-// so the products inside stay on it. Needs this file compiled with OpenMP
-// (CMakeLists.txt); without, it runs serially.
+// Runs fn(i) for problems [0, count) of a call of call_count problems: a
+// call of one problem inline (its products may use every thread), more in
+// parallel over the rank's threads, taken one at a time (cells differ in
+// size), each worker marked as in a parallel region so the products inside
+// stay on it. Decided by the call's count, not by how many of its problems
+// run now: a gathered joint pass runs them range by range, and a problem
+// alone in its range must see BLAS on one thread as it did in the forward
+// (oneDNN on AVX2 splits a long reduction over 2 threads, which changes
+// its bits). Needs this file compiled with OpenMP (CMakeLists.txt);
+// without, it runs serially.
 template <typename F>
-void for_each_problem(int64_t count, const F& fn) {
+void for_each_problem(int64_t count, size_t call_count, const F& fn) {
   const int threads = at::get_num_threads();
-  if (count == 1 || threads == 1 || at::in_parallel_region()) {
+  if (call_count == 1 || threads == 1 || at::in_parallel_region()) {
     for (int64_t i = 0; i < count; ++i) fn(i);
     return;
   }
@@ -480,9 +487,8 @@ void run_problems(Pass pass, const Call& c, const std::vector<Problem>& list, si
                                c.dropout,
                                c.qk_norm_eps,
                                qs.options()};
-    for_each_problem(int64_t(list.size()), [&](int64_t i) {
-      run_problem(pass, list[size_t(i)], a, problem_seed(seed, int64_t(first) + i));
-    });
+    for_each_problem(int64_t(list.size()), c.problems->list.size(),
+                     [&](int64_t i) { run_problem(pass, list[size_t(i)], a, problem_seed(seed, int64_t(first) + i)); });
   });
 }
 

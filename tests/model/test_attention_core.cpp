@@ -215,7 +215,9 @@ TEST(AttentionCore, JointPassIsTheForwardAndBackwardBitForBit) {
 // 2 MiB of gathered rows (here 1 KiB a row: about 2048 rows a range; one
 // segment alone is longer than that), and the joint pass gathers, runs and
 // sums range by range. Its output and gradients are autograd's through the
-// gather, bit for bit, with dropout and the q/k norm; without dropout both
+// gather, bit for bit, with dropout and the q/k norm, on 1 and 2 threads
+// (on 2, the segment alone in its range must have its products on one
+// thread, as in the forward among the others); without dropout both
 // equal the keys gathered first; the reference reads them gathered.
 TEST(AttentionCore, GatheredKeysJointPassRangeByRange) {
   torch::manual_seed(32);
@@ -233,8 +235,11 @@ TEST(AttentionCore, GatheredKeysJointPassRangeByRange) {
   const torch::Tensor q0 = torch::randn({total(lq), inner}), kv0 = torch::randn({sources, 2 * inner}),
                       kv_rows = torch::randint(sources, {total(lk)}, torch::kInt64);
   const QkNorm norm{1e-5};
-  for (const double dropout : {0.0, 0.2}) {
-    SCOPED_TRACE("dropout " + std::to_string(dropout));
+  const int threads = at::get_num_threads();
+  for (const auto& [n, dropout] : std::vector<std::pair<int, double>>{{1, 0.0}, {1, 0.2}, {2, 0.0}, {2, 0.2}}) {
+    // on 2 threads, the problem alone in its range must see BLAS as in the forward, among all
+    at::set_num_threads(n);
+    SCOPED_TRACE(std::to_string(n) + " threads, dropout " + std::to_string(dropout));
     std::vector<std::vector<torch::Tensor>> runs;  // output, d_q, d_kv: gathered in the core, gathered first
     for (const bool first : {false, true}) {
       const torch::Tensor q = q0.clone().requires_grad_(true), kv = kv0.clone().requires_grad_(true);
@@ -257,10 +262,10 @@ TEST(AttentionCore, GatheredKeysJointPassRangeByRange) {
     if (dropout > 0) continue;
     for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(runs[0][i], runs[1][i], 1e-5, 1e-6)) << i;
   }
+  at::set_num_threads(threads);
   {  // the joint pass gives the same bits on one thread as on two
     const torch::Tensor d_out = torch::randn({total(lq), H, dh});
     std::vector<CoreJoint> runs;
-    const int threads = at::get_num_threads();
     for (const int n : {1, 2}) {
       at::set_num_threads(n);
       torch::manual_seed(78);
