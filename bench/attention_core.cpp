@@ -10,7 +10,7 @@
 // gradients), the layout before 5176c38. Writes the tables and JSON.
 //
 //   bench_attention_core [--threads 2] [--reps 10] [--rounds 3] [--dropout 0.1]
-//                        [--out bench/results/attention_core.json] [--trace FILE]
+//                        [--out bench/results/attention_core.json] [--trace FILE] [--only TEXT]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -119,13 +119,14 @@ int main(int argc, char** argv) {
   CLI::App app{"The CPU attention kernel against the padded reference, per section shape", "bench_attention_core"};
   int threads = 2, reps = 10, rounds = 3;
   double dropout = 0.1;
-  std::string out = "bench/results/attention_core.json", trace;
+  std::string out = "bench/results/attention_core.json", trace, only;
   app.add_option("--threads", threads, "intra-op threads")->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions per side and round")->capture_default_str();
   app.add_option("--rounds", rounds, "rounds (the sides alternate within each)")->capture_default_str();
   app.add_option("--dropout", dropout, "probability dropout, as the model trains (0: none)")->capture_default_str();
   app.add_option("--out", out, "JSON results")->capture_default_str();
   app.add_option("--trace", trace, "also write a chrome trace of the kernel's forward + backward, every shape");
+  app.add_option("--only", only, "run only the sections whose name contains this text (e.g. embed)");
   bench::parse_or_exit(app, argc, argv);
   set_compute_threads(threads);
 
@@ -146,6 +147,13 @@ int main(int argc, char** argv) {
       dense_case("ae_global", 2, 768, 8, 64, dropout),
       varlen_case("pred cross (9 cells)", points, std::vector<int64_t>(points.size(), 9), 4, 64, dropout, true),
   };
+  cases.erase(
+      std::remove_if(cases.begin(), cases.end(), [&](const Case& c) { return c.name.find(only) == std::string::npos; }),
+      cases.end());
+  if (cases.empty()) {
+    std::fprintf(stderr, "bench_attention_core: --only '%s' matches no section\n", only.c_str());
+    return 2;
+  }
 
   // Median forward and forward + backward seconds of run(leaves, side) for sides 0 and 1, alternating per round.
   const auto time_sides = [&](const std::vector<std::vector<int64_t>>& sizes, const auto& run) {

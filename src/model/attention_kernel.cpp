@@ -42,6 +42,8 @@
 // - with dropout, problem i's keep-mask is made from the seed (seed, i)
 //   (dropout.h); seed is drawn once per call from the CPU generator, so a
 //   recomputed piece (its generator states restored) draws the same masks;
+//   a backward or joint pass draws a tile's mask once and applies it to
+//   each tensor it masks (TileMask: the same bits as drawing it each time);
 // - a segment without keys gives 0 and no gradient; one without queries is
 //   skipped.
 #include "attention_kernel.h"
@@ -63,6 +65,7 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -323,15 +326,42 @@ torch::Tensor tile_scores(const Problem& pr, const Tile& t, const Operands<T>& a
   return S;
 }
 
+// The dropout mask of a tile's scores, the elements (i0 · lq + r0) · lk ...
+// of the problem's mask: none without dropout; drawn where applied in a
+// forward, which applies it once; in a backward (twice: the probabilities
+// kept for dV, then dS) and a joint pass (three times) drawn once as bytes
+// and applied from them (dropout.h: the same bits).
+struct TileMask {
+  uint64_t seed = 0;
+  double p = 0;
+  int64_t offset = 0;
+  std::optional<DropoutKeeps> keeps;
+
+  TileMask(bool reused, int64_t elements, uint64_t seed_, double p_, int64_t offset_)
+      : seed(seed_), p(p_), offset(offset_) {
+    if (p > 0 && reused) keeps.emplace(elements, seed, p, offset);
+  }
+  void apply_(torch::Tensor& t) const {
+    if (keeps)
+      keeps->apply_(t);
+    else if (p > 0)
+      apply_dropout_mask_(t, seed, p, offset);
+  }
+  torch::Tensor applied(const torch::Tensor& t) const {
+    if (keeps) return keeps->applied(t);
+    return p > 0 ? dropout_masked(t, seed, p, offset) : t;
+  }
+};
+
 // A tile's forward from its scores P: softmax (its rows' log-sum-exp into
 // lse), dropout, and the output rows.
 template <typename T>
-void tile_forward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, uint64_t seed) {
+void tile_forward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, const TileMask& mask) {
   const int64_t m = t.rows(), lk = pr.lk, size = m * lk, dh = a.Q.dh;
   const bool small = small_products(pr, dh);
   std::vector<T> row_lse(size_t(t.items() * m));
   softmax_rows(P.data_ptr<T>(), t.items() * m, lk, row_lse.data());
-  if (a.dropout > 0) apply_dropout_mask_(P, seed, a.dropout, (t.i0 * pr.lq + t.r0) * lk);
+  mask.apply_(P);
   const T* p = P.data_ptr<T>();
   products(t.i0, t.i1, m, dh, lk, [&](int64_t i) {
     mm<T>(small, false, false, m, dh, lk, T(1), p + (i - t.i0) * size, lk, key_rows(pr, a.V, a.H, i), a.V.ld, T(0),
@@ -359,14 +389,14 @@ void tile_row_dots(const Problem& pr, const Tile& t, const Operands<T>& a, T* to
 // add).
 template <typename T>
 void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Operands<T>& a, TileQK<T>& qk,
-                   uint64_t seed) {
-  const int64_t m = t.rows(), lk = pr.lk, size = m * lk, dh = a.Q.dh, offset = (t.i0 * pr.lq + t.r0) * lk, H = a.H;
+                   const TileMask& mask) {
+  const int64_t m = t.rows(), lk = pr.lk, size = m * lk, dh = a.Q.dh, H = a.H;
   const T add = t.r0 == 0 ? T(0) : T(1);  // dK, dV: the item's first row block writes, the next ones add
   const bool small = small_products(pr, dh);
   std::vector<T> stats(size_t(t.items() * m));  // each row's lse, then its Σ dO · O
   rows_to_tile(pr, t, H, a.lse, stats.data());
   exp_rows_minus(P.data_ptr<T>(), t.items() * m, lk, stats.data());  // the probabilities again
-  const torch::Tensor kept = a.dropout > 0 ? dropout_masked(P, seed, a.dropout, offset) : P;
+  const torch::Tensor kept = mask.applied(P);
   const T* pk = kept.data_ptr<T>();
   products(t.i0, t.i1, lk, dh, m, [&](int64_t i) {
     mm<T>(small, true, false, lk, dh, m, T(1), pk + (i - t.i0) * size, lk, query_rows(pr, a.dO, H, i, t.r0), a.dO.ld,
@@ -378,7 +408,7 @@ void tile_backward(const Problem& pr, const Tile& t, torch::Tensor& P, const Ope
     mm<T>(small, false, true, m, lk, dh, T(1), query_rows(pr, a.dO, H, i, t.r0), a.dO.ld, key_rows(pr, a.V, H, i),
           a.V.ld, T(0), ds + (i - t.i0) * size, lk);
   });
-  if (a.dropout > 0) apply_dropout_mask_(dS, seed, a.dropout, offset);
+  mask.apply_(dS);
   tile_row_dots(pr, t, a, stats.data());
   // dS / scale: the products below take the scale
   softmax_grad_rows(ds, P.data_ptr<T>(), t.items() * m, lk, stats.data());
@@ -403,13 +433,15 @@ void run_problem(Pass pass, const Problem& pr, const Operands<T>& a, uint64_t se
   typename TileQK<T>::Scratch keys;
   for_each_tile(pr.n() * a.H, pr.lq, pr.lk, int64_t(sizeof(T)), [&](const Tile& t) {
     TileQK<T> qk(pr, t, a, keys);
+    const TileMask mask(pass != Pass::Forward, t.items() * t.rows() * pr.lk, seed, a.dropout,
+                        (t.i0 * pr.lq + t.r0) * pr.lk);
     torch::Tensor P = tile_scores(pr, t, a, qk);
-    if (pass == Pass::Backward) return tile_backward(pr, t, P, a, qk, seed);
+    if (pass == Pass::Backward) return tile_backward(pr, t, P, a, qk, mask);
     torch::Tensor S = pass == Pass::Joint ? P.clone() : torch::Tensor();
-    tile_forward(pr, t, P, a, seed);
+    tile_forward(pr, t, P, a, mask);
     if (pass != Pass::Joint) return;
     P = torch::Tensor();  // backward holds three score tiles, as it does alone
-    tile_backward(pr, t, S, a, qk, seed);
+    tile_backward(pr, t, S, a, qk, mask);
   });
 }
 

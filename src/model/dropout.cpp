@@ -8,7 +8,10 @@
 // - out[j] = in[j] · (kept ? 1 / (1 - p) : 0), as torch's in · mask (a NaN
 //   stays a NaN where dropped);
 // - DropoutFunction keeps the seed and p, no tensor; its backward is the
-//   same masked scaling of the incoming gradient.
+//   same masked scaling of the incoming gradient;
+// - DropoutKeeps holds a range's keep bytes (1 kept, 0 dropped) and
+//   scales by the same factors, so a mask drawn once and applied to
+//   several tensors gives the bits of drawing it for each.
 #include "wg/model/dropout.h"
 #include "dropout_draw.h"
 
@@ -19,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <type_traits>
 
 #include "wg/util/vector_isa.h"
 
@@ -90,6 +94,66 @@ void masked_scale(const T* in, T* out, int64_t n, uint64_t seed, double p, int64
   });
 }
 
+// The keep bytes of elements [first, first + n), and x[i] · (keep[i] ?
+// scale : 0) for i in [0, n) (the factor as mask_range_impl's, so the
+// same bits), each compiled per ISA as mask_range.
+inline __attribute__((always_inline)) void keep_range_impl(uint8_t* keep, int64_t n, int64_t first, uint64_t seed,
+                                                           uint32_t threshold) {
+  for (int64_t b = 0; b < n; b += kDropoutBlock)
+    dropout_keeps(seed, first + b, std::min(kDropoutBlock, n - b), threshold, keep + b);
+}
+template <typename T>
+inline __attribute__((always_inline)) void keep_scale_impl(const T* in, T* out, const uint8_t* keep, int64_t n,
+                                                           T scale) {
+  if (in == out) {
+    for (int64_t i = 0; i < n; ++i) out[i] *= keep[i] ? scale : T(0);
+    return;
+  }
+  const T* __restrict a = in;
+  T* __restrict o = out;
+  for (int64_t i = 0; i < n; ++i) o[i] = a[i] * (keep[i] ? scale : T(0));
+}
+using KeepFn = void (*)(uint8_t*, int64_t, int64_t, uint64_t, uint32_t);
+template <typename T>
+using KeepScaleFn = void (*)(const T*, T*, const uint8_t*, int64_t, T);
+
+#define WG_KEEP_RANGE(keep_name, scale_name, attributes)                                                  \
+  attributes void keep_name(uint8_t* keep, int64_t n, int64_t first, uint64_t seed, uint32_t threshold) { \
+    keep_range_impl(keep, n, first, seed, threshold);                                                     \
+  }                                                                                                       \
+  template <typename T>                                                                                   \
+  attributes void scale_name(const T* in, T* out, const uint8_t* keep, int64_t n, T scale) {              \
+    keep_scale_impl(in, out, keep, n, scale);                                                             \
+  }
+WG_KEEP_RANGE(keep_range_avx512, keep_scale_avx512, __attribute__((target("avx512f,avx512dq"))))
+WG_KEEP_RANGE(keep_range_avx2, keep_scale_avx2, __attribute__((target("avx2"))))
+WG_KEEP_RANGE(keep_range_base, keep_scale_base, )
+#undef WG_KEEP_RANGE
+
+KeepFn keep_range() {
+  switch (vector_isa()) {
+    case VectorIsa::Avx512:
+      return keep_range_avx512;
+    case VectorIsa::Avx2:
+      return keep_range_avx2;
+    case VectorIsa::Base:
+      break;
+  }
+  return keep_range_base;
+}
+template <typename T>
+KeepScaleFn<T> keep_scale() {
+  switch (vector_isa()) {
+    case VectorIsa::Avx512:
+      return keep_scale_avx512<T>;
+    case VectorIsa::Avx2:
+      return keep_scale_avx2<T>;
+    case VectorIsa::Base:
+      break;
+  }
+  return keep_scale_base<T>;
+}
+
 bool runs_here(const torch::Tensor& t) {
   return t.device().is_cpu() && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kDouble);
 }
@@ -142,6 +206,42 @@ torch::Tensor dropout_masked(const torch::Tensor& t, uint64_t seed, double p, in
   const torch::Tensor in = t.contiguous();
   torch::Tensor out = torch::empty_like(in);
   masked_scale(in, out, seed, p, offset);
+  return out;
+}
+
+DropoutKeeps::DropoutKeeps(int64_t n, uint64_t seed, double p, int64_t offset) : keep_(size_t(n)), p_(p) {
+  TORCH_CHECK(p > 0 && p < 1, "dropout mask: p must be in (0, 1), got ", p);
+  const uint32_t threshold = dropout_threshold(p);
+  const KeepFn fn = keep_range();
+  uint8_t* keep = keep_.data();
+  at::parallel_for(0, n, kGrain,
+                   [&](int64_t begin, int64_t end) { fn(keep + begin, end - begin, offset + begin, seed, threshold); });
+}
+
+void DropoutKeeps::scale(const torch::Tensor& in, torch::Tensor& out) const {
+  TORCH_CHECK(in.is_contiguous() && out.is_contiguous() && in.numel() == size() && out.numel() == size() &&
+                  in.scalar_type() == out.scalar_type() && runs_here(in),
+              "dropout mask: contiguous float32/float64 CPU tensors of the mask's ", size(), " elements");
+  const uint8_t* keep = keep_.data();
+  const auto run = [&](auto* a, auto* o) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    const T s = T(1) / T(1.0 - p_);
+    const KeepScaleFn<T> fn = keep_scale<T>();
+    at::parallel_for(0, size(), kGrain,
+                     [&](int64_t begin, int64_t end) { fn(a + begin, o + begin, keep + begin, end - begin, s); });
+  };
+  if (in.scalar_type() == torch::kFloat)
+    run(in.data_ptr<float>(), out.data_ptr<float>());
+  else
+    run(in.data_ptr<double>(), out.data_ptr<double>());
+}
+
+void DropoutKeeps::apply_(torch::Tensor& t) const { scale(t, t); }
+
+torch::Tensor DropoutKeeps::applied(const torch::Tensor& t) const {
+  const torch::Tensor in = t.contiguous();
+  torch::Tensor out = torch::empty_like(in);
+  scale(in, out);
   return out;
 }
 

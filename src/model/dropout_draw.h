@@ -34,10 +34,9 @@ inline uint32_t dropout_threshold(double p) {
 // The factors of elements [first, first + n), n <= kDropoutBlock, into
 // f: scale (1 / (1 - p)) where kept, else 0. Two loops that each
 // vectorise: the 64-bit hashes into their halves, then the comparisons.
-template <typename T>
-inline __attribute__((always_inline)) void dropout_factors(uint64_t seed, int64_t first, int64_t n,
-                                                           uint32_t threshold, T scale, T* f) {
-  uint32_t draws[kDropoutBlock + 2];
+// The 32-bit draws of elements [first, first + n), n <= kDropoutBlock,
+// into draws[skip, skip + n); returns skip (first's parity).
+inline __attribute__((always_inline)) int64_t dropout_draws(uint64_t seed, int64_t first, int64_t n, uint32_t* draws) {
   const int64_t skip = first & 1, pairs = (skip + n + 1) / 2;
   const uint64_t output = uint64_t(first) / 2;  // the output of element first - skip
   uint32_t* __restrict halves = draws;
@@ -46,8 +45,25 @@ inline __attribute__((always_inline)) void dropout_factors(uint64_t seed, int64_
     halves[2 * i] = uint32_t(z);
     halves[2 * i + 1] = uint32_t(z >> 32);
   }
+  return skip;
+}
+
+template <typename T>
+inline __attribute__((always_inline)) void dropout_factors(uint64_t seed, int64_t first, int64_t n, uint32_t threshold,
+                                                           T scale, T* f) {
+  uint32_t draws[kDropoutBlock + 2];
+  const int64_t skip = dropout_draws(seed, first, n, draws);
   T* __restrict out = f;
   for (int64_t i = 0; i < n; ++i) out[i] = draws[skip + i] < threshold ? scale : T(0);
+}
+
+// The same elements' keep bytes into k: 1 where kept, else 0.
+inline __attribute__((always_inline)) void dropout_keeps(uint64_t seed, int64_t first, int64_t n, uint32_t threshold,
+                                                         uint8_t* k) {
+  uint32_t draws[kDropoutBlock + 2];
+  const int64_t skip = dropout_draws(seed, first, n, draws);
+  uint8_t* __restrict out = k;
+  for (int64_t i = 0; i < n; ++i) out[i] = draws[skip + i] < threshold ? 1 : 0;
 }
 
 }  // namespace wg

@@ -89,6 +89,39 @@ TEST(Dropout, AMaskedCopyEqualsTheMaskAppliedInPlace) {
     }
 }
 
+// A mask drawn once as bytes (the attention kernel's backward applies it
+// to two tiles, a joint pass to three) gives the bits of drawing it each
+// time, in place and into a copy, at odd and even offsets, with NaN,
+// infinities and signed zeros, over several of the parallel loop's tasks.
+TEST(Dropout, AMaskDrawnOnceAsBytesGivesTheBitsOfDrawingItEachTime) {
+  torch::manual_seed(11);
+  for (const auto dtype : {torch::kFloat, torch::kDouble})
+    for (const int64_t offset : {0, 1, 513, 40001}) {
+      SCOPED_TRACE(std::to_string(offset));
+      torch::Tensor x = torch::randn({50000}, dtype);
+      x[0] = std::nan("");
+      x[1] = std::nan("");
+      x[2] = -0.0;
+      x[3] = INFINITY;
+      x[4] = -INFINITY;
+      const torch::Tensor before = x.clone();
+      const DropoutKeeps keeps(x.numel(), 42, 0.3, offset);
+      const torch::Tensor drawn = dropout_masked(x, 42, 0.3, offset), copy = keeps.applied(x);
+      torch::Tensor in_place = x.clone();
+      keeps.apply_(in_place);
+      const auto bits = [](const torch::Tensor& t) {
+        return t.scalar_type() == torch::kFloat ? t.view(torch::kInt32) : t.view(torch::kInt64);
+      };
+      EXPECT_TRUE(torch::equal(bits(copy), bits(drawn)));
+      EXPECT_TRUE(torch::equal(bits(in_place), bits(drawn)));
+      EXPECT_TRUE(torch::equal(bits(x), bits(before)));
+    }
+  const DropoutKeeps keeps(10, 1, 0.5);
+  torch::Tensor wrong = torch::ones({11});
+  EXPECT_THROW(keeps.apply_(wrong), c10::Error);
+  EXPECT_THROW(DropoutKeeps(10, 1, 0.0), c10::Error);
+}
+
 TEST(Dropout, ANaNStaysANaNWhereDropped) {
   const torch::Tensor x = torch::full({4096}, std::nan(""));
   torch::manual_seed(3);

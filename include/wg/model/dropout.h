@@ -21,6 +21,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace wg {
 
@@ -39,6 +40,27 @@ void apply_dropout_mask_(torch::Tensor& t, uint64_t seed, double p, int64_t offs
 // The same into a new contiguous tensor: t · mask(seed, p), t left as it
 // is (one pass where a copy and apply_dropout_mask_ take two).
 torch::Tensor dropout_masked(const torch::Tensor& t, uint64_t seed, double p, int64_t offset = 0);
+
+// A mask's elements [offset, offset + n) drawn once, as one byte each, for
+// a kernel that applies the same mask to several tensors (the attention
+// kernel's backward: the probabilities and their gradient; a core run
+// again: its output too). apply_ and applied give the bits
+// apply_dropout_mask_ and dropout_masked give with (seed, p, offset):
+// the hashes are the dominant cost of a mask, and are made once.
+class DropoutKeeps {
+ public:
+  DropoutKeeps(int64_t n, uint64_t seed, double p, int64_t offset = 0);
+  // t *= mask, in place (t contiguous float32/float64 CPU, n elements).
+  void apply_(torch::Tensor& t) const;
+  // t · mask into a new contiguous tensor.
+  torch::Tensor applied(const torch::Tensor& t) const;
+  int64_t size() const { return int64_t(keep_.size()); }
+
+ private:
+  void scale(const torch::Tensor& in, torch::Tensor& out) const;
+  std::vector<uint8_t> keep_;
+  double p_;
+};
 
 // The mask itself (0 or 1 / (1 - p)), shaped and typed like `like`: for tests.
 torch::Tensor dropout_mask(uint64_t seed, double p, const torch::Tensor& like);
