@@ -109,7 +109,9 @@ bool small_products(const Problem& pr, int64_t dh) {
 
 // c = alpha · op(a) · op(b) + beta · c, row-major with leading dimensions:
 // by small_gemm where `small` and the CPU has AVX-512, else through BLAS
-// (wg/util/blas.h; the kernel runs only where the process has one).
+// (wg/util/blas.h: the BLAS's own up to small_sgemm_limit() multiply-adds,
+// oneDNN above, which on an AVX2 CPU takes the embed's per-head products;
+// the kernel runs only where the process has a BLAS).
 template <typename T>
 void mm(bool small, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
         const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {

@@ -57,8 +57,8 @@ bool blas_available() { return blas().sgemm != nullptr && blas().dgemm != nullpt
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  run(m * n * k <= kSmallSgemm ? blas().sgemm_small : blas().sgemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-      beta, c, ldc);
+  run(m * n * k <= small_sgemm_limit() ? blas().sgemm_small : blas().sgemm, trans_a, trans_b, m, n, k, alpha, a, lda, b,
+      ldb, beta, c, ldc);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,

@@ -16,10 +16,10 @@
 //
 // oneDNN is row-major: the column-major C = op(A) · op(B) (m×n) is the
 // row-major Cᵀ = op(B)ᵀ · op(A)ᵀ, so the operands go in swapped. Small
-// products (m·n·k up to 64³: the attention kernel's cells of a few points)
-// go to the BLAS's own sgemm_ (dlsym RTLD_NEXT), whose small-matrix kernels
-// take 0.05-0.15 us a call where oneDNN takes 0.3 and more (measured in
-// docs/benchmarks.md). So does what oneDNN does not do as BLAS does: an
+// products (m·n·k up to small_sgemm_limit(): the attention kernel's cells
+// of a few points) go to the BLAS's own sgemm_ (dlsym RTLD_NEXT), whose
+// small-matrix kernels take 0.05-0.15 us a call where oneDNN takes 0.3 and
+// more (measured in docs/benchmarks.md). So does what oneDNN does not do as BLAS does: an
 // empty product (k = 0: BLAS scales C by beta; oneDNN leaves it), an empty
 // C, alpha 0, transposes other than N and T, and arguments oneDNN rejects,
 // which the BLAS then reports through xerbla as before. oneDNN uses the OpenMP
@@ -34,6 +34,7 @@
 // and 2 threads on some (docs/distributed.md: a resumed run repeats the
 // uninterrupted one exactly with the same threads per rank).
 #include "wg/util/onednn_sgemm.h"
+#include "wg/util/vector_isa.h"
 
 #include <dlfcn.h>
 
@@ -57,7 +58,7 @@ namespace {
 bool onednn_takes(char transa, char transb, int m, int n, int k, float alpha) {
   const auto plain = [](char t) { return t == 'N' || t == 'n' || t == 'T' || t == 't'; };
   return plain(transa) && plain(transb) && m > 0 && n > 0 && k > 0 && alpha != 0.0f &&
-         int64_t(m) * int64_t(n) * int64_t(k) > wg::kSmallSgemm;
+         int64_t(m) * int64_t(n) * int64_t(k) > wg::small_sgemm_limit();
 }
 
 }  // namespace
@@ -87,6 +88,11 @@ extern "C" void sgemm_(const char* transa, const char* transb, const int* m, con
 #endif
 
 namespace wg {
+
+int64_t small_sgemm_limit() {
+  static const int64_t limit = vector_isa() == VectorIsa::Avx512 ? kSmallSgemmAvx512 : kSmallSgemmAvx2;
+  return limit;
+}
 
 bool onednn_sgemm_built() {
 #ifdef WG_ONEDNN_SGEMM

@@ -16,6 +16,7 @@
 
 #include "wg/util/blas.h"
 #include "wg/util/onednn_sgemm.h"
+#include "wg/util/vector_isa.h"
 
 namespace wg {
 namespace {
@@ -60,18 +61,27 @@ TEST(OnednnSgemm, LibTorchsProductsRunThroughIt) {
   torch::Tensor c = torch::empty({n, n});
   gemm(false, false, n, n, n, 1.0f, a.data_ptr<float>(), n, b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
   EXPECT_TRUE(torch::equal(c, torch_mm));
-  // A small product (m·n·k at most 64³) is the BLAS's own, bit for bit.
-  const torch::Tensor sa = torch::randn({40, 300}), sb = torch::randn({300, 20});
-  torch::Tensor small = torch::empty({40, 20});
-  const int M = 40, N = 20, K = 300;
+  // A small product (m·n·k at most small_sgemm_limit(), on every CPU) is the BLAS's own, bit for bit.
+  ASSERT_LE(int64_t(20) * 16 * 76, small_sgemm_limit());
+  const torch::Tensor sa = torch::randn({20, 76}), sb = torch::randn({76, 16});
+  torch::Tensor small = torch::empty({20, 16});
+  const int M = 20, N = 16, K = 76;
   const float one = 1, zero = 0;
   blas_sgemm()("N", "N", &N, &M, &K, &one, sb.data_ptr<float>(), &N, sa.data_ptr<float>(), &K, &zero,
                small.data_ptr<float>(), &N);
   EXPECT_TRUE(torch::equal(torch::mm(sa, sb), small));
-  torch::Tensor via_gemm = torch::empty({40, 20});
-  gemm(false, false, 40, 20, 300, 1.0f, sa.data_ptr<float>(), 300, sb.data_ptr<float>(), 20, 0.0f,
-       via_gemm.data_ptr<float>(), 20);
+  torch::Tensor via_gemm = torch::empty({20, 16});
+  gemm(false, false, 20, 16, 76, 1.0f, sa.data_ptr<float>(), 76, sb.data_ptr<float>(), 16, 0.0f,
+       via_gemm.data_ptr<float>(), 16);
   EXPECT_TRUE(torch::equal(via_gemm, small));
+}
+
+// The limit is the one for this CPU's vector instructions, decided once.
+TEST(OnednnSgemm, SmallProductsStayTheBlassUpToTheLimitOfThisCpu) {
+  const int64_t limit = small_sgemm_limit();
+  EXPECT_EQ(limit, vector_isa() == VectorIsa::Avx512 ? kSmallSgemmAvx512 : kSmallSgemmAvx2);
+  EXPECT_EQ(small_sgemm_limit(), limit);
+  EXPECT_LE(kSmallSgemmAvx2, kSmallSgemmAvx512);
 }
 
 // One column-major call on copies of the same operands through the
@@ -110,7 +120,8 @@ TEST(OnednnSgemm, GivesWhatTheBlasGivesInEveryCaseBlasDefines) {
   for (const char ta : {'N', 'T'})
     for (const char tb : {'N', 'T'}) {
       // leading dimensions: exact, and 3 wider than the rows
-      // through oneDNN (m·n·k above 64³), and small ones through the BLAS
+      // through oneDNN (m·n·k above small_sgemm_limit()), and small ones
+      // through the BLAS (the second on AVX-512 CPUs, whose limit is 64³)
       for (const auto& [m, n, k] : {std::tuple{67, 59, 83}, std::tuple{37, 53, 29}})
         for (const int pad : {0, 3}) {
           const int lda = (ta == 'N' ? m : k) + pad, ldb = (tb == 'N' ? k : n) + pad, ldc = m + pad;

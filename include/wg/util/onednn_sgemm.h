@@ -8,9 +8,21 @@
 
 namespace wg {
 
-// Products of at most this many multiply-adds (m·n·k) stay the BLAS's:
-// its small-matrix kernels take a fraction of oneDNN's time a call there.
-inline constexpr int64_t kSmallSgemm = int64_t(64) * 64 * 64;
+// Products of at most small_sgemm_limit() multiply-adds (m·n·k) stay the
+// BLAS's; larger ones go to oneDNN. Decided once, by the CPU's vector
+// instructions (vector_isa.h), so every product of a shape takes one
+// library for the whole run:
+// - AVX-512: 64³. OpenBLAS 0.3.21 has small-matrix kernels there
+//   (SkylakeX), which took a fraction of oneDNN's time a call up to about
+//   64³ (docs/benchmarks.md, "float32 products through oneDNN");
+// - otherwise (measured on an AMD EPYC with AVX2, where OpenBLAS packs the
+//   operands of every product): kSmallSgemmAvx2, above which oneDNN ran
+//   the attention kernel's per-head products 1.2-1.7x faster on one
+//   thread, and below which OpenBLAS was as fast or faster (cells of a few
+//   points: 2-4x).
+inline constexpr int64_t kSmallSgemmAvx512 = int64_t(64) * 64 * 64;
+inline constexpr int64_t kSmallSgemmAvx2 = int64_t(32) * 32 * 24;
+int64_t small_sgemm_limit();
 
 // True when this build routes sgemm_ through oneDNN (CMake option
 // WG_ONEDNN_SGEMM, on by default; Debian's libdnnl-dev).
