@@ -85,7 +85,7 @@ void products(int64_t first, int64_t last, int64_t m, int64_t n, int64_t k, cons
 // ones: one item, a block of its rows. A tile's scores are then the
 // contiguous elements (i0 · lq + r0) · lk ... of the problem's
 // [items, lq, lk] score tensor (dropout's mask offsets).
-constexpr int64_t kTileBytes = int64_t(512) << 10;  // one score tile; backward holds three
+constexpr int64_t kTileBytes = int64_t(512) << 10;  // one score tile; backward holds three and its mask bytes
 
 struct Tile {
   int64_t i0, i1, r0, r1;
