@@ -59,44 +59,9 @@ inline __attribute__((always_inline)) void mask_range_impl(const T* in, T* out, 
   }
 }
 
-template <typename T>
-using MaskFn = void (*)(const T*, T*, int64_t, int64_t, uint64_t, uint32_t, T);
-
-#define WG_MASK_RANGE(name, attributes)                                                                    \
-  template <typename T>                                                                                    \
-  attributes void name(const T* in, T* out, int64_t n, int64_t first, uint64_t seed, uint32_t threshold, \
-                       T scale) {                                                                          \
-    mask_range_impl(in, out, n, first, seed, threshold, scale);                                            \
-  }
-WG_MASK_RANGE(mask_range_avx512, __attribute__((target("avx512f,avx512dq"))))
-WG_MASK_RANGE(mask_range_avx2, __attribute__((target("avx2"))))
-WG_MASK_RANGE(mask_range_base, )
-#undef WG_MASK_RANGE
-
-template <typename T>
-MaskFn<T> mask_range() {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return mask_range_avx512<T>;
-    case VectorIsa::Avx2: return mask_range_avx2<T>;
-    case VectorIsa::Base: break;
-  }
-  return mask_range_base<T>;
-}
-
-template <typename T>
-void masked_scale(const T* in, T* out, int64_t n, uint64_t seed, double p, int64_t offset) {
-  // p in (0, 1): the threshold is below 2^32 (kept when the draw is below it)
-  const uint32_t threshold = dropout_threshold(p);
-  const T scale = T(1) / T(1.0 - p);
-  const MaskFn<T> fn = mask_range<T>();
-  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-    fn(in + begin, out + begin, end - begin, offset + begin, seed, threshold, scale);
-  });
-}
-
-// The keep bytes of elements [first, first + n), and x[i] · (keep[i] ?
-// scale : 0) for i in [0, n) (the factor as mask_range_impl's, so the
-// same bits), each compiled per ISA as mask_range.
+// The keep bytes of elements [first, first + n) (a DropoutKeeps), and x[i]
+// · (keep[i] ? scale : 0) for i in [0, n): the factor as mask_range_impl's,
+// so the same bits.
 inline __attribute__((always_inline)) void keep_range_impl(uint8_t* keep, int64_t n, int64_t first, uint64_t seed,
                                                            uint32_t threshold) {
   for (int64_t b = 0; b < n; b += kDropoutBlock)
@@ -113,45 +78,69 @@ inline __attribute__((always_inline)) void keep_scale_impl(const T* in, T* out, 
   T* __restrict o = out;
   for (int64_t i = 0; i < n; ++i) o[i] = a[i] * (keep[i] ? scale : T(0));
 }
+
+template <typename T>
+using MaskFn = void (*)(const T*, T*, int64_t, int64_t, uint64_t, uint32_t, T);
 using KeepFn = void (*)(uint8_t*, int64_t, int64_t, uint64_t, uint32_t);
 template <typename T>
 using KeepScaleFn = void (*)(const T*, T*, const uint8_t*, int64_t, T);
 
-#define WG_KEEP_RANGE(keep_name, scale_name, attributes)                                                  \
-  attributes void keep_name(uint8_t* keep, int64_t n, int64_t first, uint64_t seed, uint32_t threshold) { \
-    keep_range_impl(keep, n, first, seed, threshold);                                                     \
-  }                                                                                                       \
-  template <typename T>                                                                                   \
-  attributes void scale_name(const T* in, T* out, const uint8_t* keep, int64_t n, T scale) {              \
-    keep_scale_impl(in, out, keep, n, scale);                                                             \
+// The three loops compiled for one instruction set: mask_range_<isa>,
+// keep_range_<isa>, keep_scale_<isa>.
+#define WG_DROPOUT_LOOPS(isa, attributes)                                                                            \
+  template <typename T>                                                                                              \
+  attributes void mask_range_##isa(const T* in, T* out, int64_t n, int64_t first, uint64_t seed, uint32_t threshold, \
+                                   T scale) {                                                                        \
+    mask_range_impl(in, out, n, first, seed, threshold, scale);                                                      \
+  }                                                                                                                  \
+  attributes void keep_range_##isa(uint8_t* keep, int64_t n, int64_t first, uint64_t seed, uint32_t threshold) {     \
+    keep_range_impl(keep, n, first, seed, threshold);                                                                \
+  }                                                                                                                  \
+  template <typename T>                                                                                              \
+  attributes void keep_scale_##isa(const T* in, T* out, const uint8_t* keep, int64_t n, T scale) {                   \
+    keep_scale_impl(in, out, keep, n, scale);                                                                        \
   }
-WG_KEEP_RANGE(keep_range_avx512, keep_scale_avx512, __attribute__((target("avx512f,avx512dq"))))
-WG_KEEP_RANGE(keep_range_avx2, keep_scale_avx2, __attribute__((target("avx2"))))
-WG_KEEP_RANGE(keep_range_base, keep_scale_base, )
-#undef WG_KEEP_RANGE
+WG_DROPOUT_LOOPS(avx512, __attribute__((target("avx512f,avx512dq"))))
+WG_DROPOUT_LOOPS(avx2, __attribute__((target("avx2"))))
+WG_DROPOUT_LOOPS(base, )
+#undef WG_DROPOUT_LOOPS
 
+template <typename T>
+MaskFn<T> mask_range() {
+  switch (vector_isa()) {
+    case VectorIsa::Avx512: return mask_range_avx512<T>;
+    case VectorIsa::Avx2: return mask_range_avx2<T>;
+    case VectorIsa::Base: break;
+  }
+  return mask_range_base<T>;
+}
 KeepFn keep_range() {
   switch (vector_isa()) {
-    case VectorIsa::Avx512:
-      return keep_range_avx512;
-    case VectorIsa::Avx2:
-      return keep_range_avx2;
-    case VectorIsa::Base:
-      break;
+    case VectorIsa::Avx512: return keep_range_avx512;
+    case VectorIsa::Avx2: return keep_range_avx2;
+    case VectorIsa::Base: break;
   }
   return keep_range_base;
 }
 template <typename T>
 KeepScaleFn<T> keep_scale() {
   switch (vector_isa()) {
-    case VectorIsa::Avx512:
-      return keep_scale_avx512<T>;
-    case VectorIsa::Avx2:
-      return keep_scale_avx2<T>;
-    case VectorIsa::Base:
-      break;
+    case VectorIsa::Avx512: return keep_scale_avx512<T>;
+    case VectorIsa::Avx2: return keep_scale_avx2<T>;
+    case VectorIsa::Base: break;
   }
   return keep_scale_base<T>;
+}
+
+template <typename T>
+void masked_scale(const T* in, T* out, int64_t n, uint64_t seed, double p, int64_t offset) {
+  // p in (0, 1): the threshold is below 2^32 (kept when the draw is below it)
+  const uint32_t threshold = dropout_threshold(p);
+  const T scale = T(1) / T(1.0 - p);
+  const MaskFn<T> fn = mask_range<T>();
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    fn(in + begin, out + begin, end - begin, offset + begin, seed, threshold, scale);
+  });
 }
 
 bool runs_here(const torch::Tensor& t) {
@@ -209,11 +198,12 @@ torch::Tensor dropout_masked(const torch::Tensor& t, uint64_t seed, double p, in
   return out;
 }
 
-DropoutKeeps::DropoutKeeps(int64_t n, uint64_t seed, double p, int64_t offset) : keep_(size_t(n)), p_(p) {
+DropoutKeeps::DropoutKeeps(int64_t n, uint64_t seed, double p, int64_t offset)
+    : keep_(new uint8_t[size_t(n)]), size_(n), p_(p) {  // not zero-filled: every byte is drawn below
   TORCH_CHECK(p > 0 && p < 1, "dropout mask: p must be in (0, 1), got ", p);
   const uint32_t threshold = dropout_threshold(p);
   const KeepFn fn = keep_range();
-  uint8_t* keep = keep_.data();
+  uint8_t* keep = keep_.get();
   at::parallel_for(0, n, kGrain,
                    [&](int64_t begin, int64_t end) { fn(keep + begin, end - begin, offset + begin, seed, threshold); });
 }
@@ -222,7 +212,7 @@ void DropoutKeeps::scale(const torch::Tensor& in, torch::Tensor& out) const {
   TORCH_CHECK(in.is_contiguous() && out.is_contiguous() && in.numel() == size() && out.numel() == size() &&
                   in.scalar_type() == out.scalar_type() && runs_here(in),
               "dropout mask: contiguous float32/float64 CPU tensors of the mask's ", size(), " elements");
-  const uint8_t* keep = keep_.data();
+  const uint8_t* keep = keep_.get();
   const auto run = [&](auto* a, auto* o) {
     using T = std::remove_pointer_t<decltype(o)>;
     const T s = T(1) / T(1.0 - p_);

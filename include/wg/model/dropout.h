@@ -21,7 +21,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 namespace wg {
 
@@ -54,11 +54,12 @@ class DropoutKeeps {
   void apply_(torch::Tensor& t) const;
   // t · mask into a new contiguous tensor.
   torch::Tensor applied(const torch::Tensor& t) const;
-  int64_t size() const { return int64_t(keep_.size()); }
+  int64_t size() const { return size_; }
 
  private:
   void scale(const torch::Tensor& in, torch::Tensor& out) const;
-  std::vector<uint8_t> keep_;
+  std::unique_ptr<uint8_t[]> keep_;
+  int64_t size_;
   double p_;
 };
 
