@@ -107,29 +107,12 @@ WG_DROPOUT_LOOPS(base, )
 
 template <typename T>
 MaskFn<T> mask_range() {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return mask_range_avx512<T>;
-    case VectorIsa::Avx2: return mask_range_avx2<T>;
-    case VectorIsa::Base: break;
-  }
-  return mask_range_base<T>;
+  return by_vector_isa(mask_range_avx512<T>, mask_range_avx2<T>, mask_range_base<T>);
 }
-KeepFn keep_range() {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return keep_range_avx512;
-    case VectorIsa::Avx2: return keep_range_avx2;
-    case VectorIsa::Base: break;
-  }
-  return keep_range_base;
-}
+KeepFn keep_range() { return by_vector_isa(keep_range_avx512, keep_range_avx2, keep_range_base); }
 template <typename T>
 KeepScaleFn<T> keep_scale() {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return keep_scale_avx512<T>;
-    case VectorIsa::Avx2: return keep_scale_avx2<T>;
-    case VectorIsa::Base: break;
-  }
-  return keep_scale_base<T>;
+  return by_vector_isa(keep_scale_avx512<T>, keep_scale_avx2<T>, keep_scale_base<T>);
 }
 
 template <typename T>

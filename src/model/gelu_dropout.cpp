@@ -118,21 +118,11 @@ WG_GELU_RANGES(base, false, )
 
 template <bool Mask, typename T>
 ForwardFn<T> forward_range() {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return forward_avx512<Mask, T>;
-    case VectorIsa::Avx2: return forward_avx2<Mask, T>;
-    case VectorIsa::Base: break;
-  }
-  return forward_base<Mask, T>;
+  return by_vector_isa(forward_avx512<Mask, T>, forward_avx2<Mask, T>, forward_base<Mask, T>);
 }
 template <bool Mask, typename T>
 BackwardFn<T> backward_range() {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return backward_avx512<Mask, T>;
-    case VectorIsa::Avx2: return backward_avx2<Mask, T>;
-    case VectorIsa::Base: break;
-  }
-  return backward_base<Mask, T>;
+  return by_vector_isa(backward_avx512<Mask, T>, backward_avx2<Mask, T>, backward_base<Mask, T>);
 }
 
 // Runs fn(begin, end, threshold, scale) over [0, n) in parallel ranges.

@@ -129,41 +129,21 @@ WG_ROW_STEPS(base, false, )
 
 template <typename T>
 void softmax_rows(T* s, int64_t rows, int64_t cols, T* lse) {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return softmax_avx512(s, rows, cols, lse);
-    case VectorIsa::Avx2: return softmax_avx2(s, rows, cols, lse);
-    case VectorIsa::Base: break;
-  }
-  softmax_base(s, rows, cols, lse);
+  by_vector_isa(softmax_avx512<T>, softmax_avx2<T>, softmax_base<T>)(s, rows, cols, lse);
 }
 
 template <typename T>
 void exp_rows_minus(T* s, int64_t rows, int64_t cols, const T* lse) {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return exp_minus_avx512(s, rows, cols, lse);
-    case VectorIsa::Avx2: return exp_minus_avx2(s, rows, cols, lse);
-    case VectorIsa::Base: break;
-  }
-  exp_minus_base(s, rows, cols, lse);
+  by_vector_isa(exp_minus_avx512<T>, exp_minus_avx2<T>, exp_minus_base<T>)(s, rows, cols, lse);
 }
 
 template <typename T>
 void softmax_grad_rows(T* g, const T* p, int64_t rows, int64_t cols, const T* dot) {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return grad_avx512(g, p, rows, cols, dot);
-    case VectorIsa::Avx2: return grad_avx2(g, p, rows, cols, dot);
-    case VectorIsa::Base: break;
-  }
-  grad_base(g, p, rows, cols, dot);
+  by_vector_isa(grad_avx512<T>, grad_avx2<T>, grad_base<T>)(g, p, rows, cols, dot);
 }
 
 void exp_float(const float* x, float* y, int64_t n) {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return exp_float_avx512(x, y, n);
-    case VectorIsa::Avx2: return exp_float_avx2(x, y, n);
-    case VectorIsa::Base: break;
-  }
-  exp_float_base(x, y, n);
+  by_vector_isa(exp_float_avx512, exp_float_avx2, exp_float_base)(x, y, n);
 }
 
 template void softmax_rows<float>(float*, int64_t, int64_t, float*);

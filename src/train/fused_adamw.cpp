@@ -84,22 +84,8 @@ __attribute__((target("avx512f"))) double squares_avx512(const float* g, int64_t
 __attribute__((target("avx2,fma"))) double squares_avx2(const float* g, int64_t n) { return sum_squares(g, n); }
 double squares_base(const float* g, int64_t n) { return sum_squares(g, n); }
 
-RangeFn range_fn() {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return range_avx512;
-    case VectorIsa::Avx2: return range_avx2;
-    case VectorIsa::Base: break;
-  }
-  return range_base;
-}
-SquaresFn squares_fn() {
-  switch (vector_isa()) {
-    case VectorIsa::Avx512: return squares_avx512;
-    case VectorIsa::Avx2: return squares_avx2;
-    case VectorIsa::Base: break;
-  }
-  return squares_base;
-}
+RangeFn range_fn() { return by_vector_isa(range_avx512, range_avx2, range_base); }
+SquaresFn squares_fn() { return by_vector_isa(squares_avx512, squares_avx2, squares_base); }
 
 constexpr int64_t kNormBlock = 8192;  // elements of one partial sum of the gradient norm
 

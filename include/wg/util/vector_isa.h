@@ -12,4 +12,16 @@ enum class VectorIsa { Avx512, Avx2, Base };
 
 VectorIsa vector_isa();
 
+// Of one function's three builds, each compiled for one of the sets above,
+// the one this CPU runs: by_vector_isa(f_avx512, f_avx2, f_base).
+template <typename Fn>
+Fn by_vector_isa(Fn avx512, Fn avx2, Fn base) {
+  switch (vector_isa()) {
+    case VectorIsa::Avx512: return avx512;
+    case VectorIsa::Avx2: return avx2;
+    case VectorIsa::Base: break;
+  }
+  return base;
+}
+
 }  // namespace wg
