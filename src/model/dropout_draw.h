@@ -31,9 +31,6 @@ inline uint32_t dropout_threshold(double p) {
   return uint32_t(std::min<uint64_t>(uint64_t(std::ldexp(1.0 - p, 32)), 0xFFFFFFFFull));
 }
 
-// The factors of elements [first, first + n), n <= kDropoutBlock, into
-// f: scale (1 / (1 - p)) where kept, else 0. Two loops that each
-// vectorise: the 64-bit hashes into their halves, then the comparisons.
 // The 32-bit draws of elements [first, first + n), n <= kDropoutBlock,
 // into draws[skip, skip + n); returns skip (first's parity).
 inline __attribute__((always_inline)) int64_t dropout_draws(uint64_t seed, int64_t first, int64_t n, uint32_t* draws) {
@@ -48,6 +45,9 @@ inline __attribute__((always_inline)) int64_t dropout_draws(uint64_t seed, int64
   return skip;
 }
 
+// The factors of elements [first, first + n), n <= kDropoutBlock, into
+// f: scale (1 / (1 - p)) where kept, else 0. Two loops that each
+// vectorise: the 64-bit hashes into their halves, then the comparisons.
 template <typename T>
 inline __attribute__((always_inline)) void dropout_factors(uint64_t seed, int64_t first, int64_t n, uint32_t threshold,
                                                            T scale, T* f) {

@@ -19,11 +19,11 @@
 // products (m·n·k up to small_sgemm_limit(): the attention kernel's cells
 // of a few points) go to the BLAS's own sgemm_ (dlsym RTLD_NEXT), whose
 // small-matrix kernels take 0.05-0.15 us a call where oneDNN takes 0.3 and
-// more (measured in docs/benchmarks.md). So does what oneDNN does not do as BLAS does: an
-// empty product (k = 0: BLAS scales C by beta; oneDNN leaves it), an empty
-// C, alpha 0, transposes other than N and T, and arguments oneDNN rejects,
-// which the BLAS then reports through xerbla as before. oneDNN uses the OpenMP
-// threads of the calling thread (omp_get_max_threads, which
+// more (measured in docs/benchmarks.md). So does what oneDNN does not do
+// as BLAS does: an empty product (k = 0: BLAS scales C by beta; oneDNN
+// leaves it), an empty C, alpha 0, transposes other than N and T, and
+// arguments oneDNN rejects, which the BLAS then reports through xerbla as
+// before. oneDNN uses the OpenMP threads of the calling thread (omp_get_max_threads, which
 // set_compute_threads sets; one inside a parallel region, as the attention
 // kernel's workers are) from the same libgomp pool as LibTorch's.
 //
@@ -89,10 +89,7 @@ extern "C" void sgemm_(const char* transa, const char* transb, const int* m, con
 
 namespace wg {
 
-int64_t small_sgemm_limit() {
-  static const int64_t limit = vector_isa() == VectorIsa::Avx512 ? kSmallSgemmAvx512 : kSmallSgemmAvx2;
-  return limit;
-}
+int64_t small_sgemm_limit() { return vector_isa() == VectorIsa::Avx512 ? kSmallSgemmAvx512 : kSmallSgemmAvx2; }
 
 bool onednn_sgemm_built() {
 #ifdef WG_ONEDNN_SGEMM
