@@ -6,7 +6,8 @@
 // none; every section selective, every_n=2 and full; the default (upstream's
 // PR #1168 family: its switches off, aggregation, forecast and the decoder
 // blocks recomputed); and the automatic plan (`policy: auto`) at three
-// budgets between the peaks of `full` and `none` (25, 50, 75 %).
+// budgets between the peaks of `full` and `none` (25, 50, 75 %) and at
+// half of `none`'s step peak.
 //
 // All plans train side by side in one process, round-robin step by step
 // (each round starting one plan further on), so machine noise hits them
@@ -29,6 +30,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -144,13 +146,23 @@ int main(int argc, char** argv) {
   const int64_t none_peak = none_alone.highest();
   const int64_t full_peak = alone_peaks(base, plan_for(every_section(RecomputeMode::Full)), 2).highest();
   const RecomputePlan rules_plan = plan_for(none);
-  for (const double fraction : {0.25, 0.5, 0.75}) {
-    const int64_t budget = full_peak + int64_t(fraction * double(none_peak - full_peak));
+  // Between full's and none's absolute peaks, and one for half of none's
+  // step peak (the peak above what a step starts with: parameters and
+  // AdamW's moments).
+  for (const double fraction : {0.25, 0.5, 0.75, -1.0}) {
     AutoPlan a;
     char name[64];
-    std::snprintf(name, sizeof name, "auto %.0f%%", fraction * 100);
+    if (fraction > 0) {
+      std::snprintf(name, sizeof name, "auto %.0f%%", fraction * 100);
+    } else {
+      std::snprintf(name, sizeof name, "auto half step");
+    }
+    int64_t budget = 0;
     try {  // the planning trainer is gone before anything is measured
       Trainer t(base, Dataset(base, 0, 1), rules_plan, torch::kCPU);
+      const int64_t held = t.steady_base_bytes();
+      budget =
+          fraction > 0 ? full_peak + int64_t(fraction * double(none_peak - full_peak)) : held + (none_peak - held) / 2;
       a = apply_auto_plan(t, budget, RankPlan{rules_plan}, base.auto_plan.oom_max_retries);
     } catch (const std::invalid_argument& e) {  // the budgets come from other batches than the planner's
       std::cerr << name << ": no plan: " << e.what() << "\n";
@@ -193,7 +205,7 @@ int main(int argc, char** argv) {
               warmup, threads, base.batch_size_per_gpu, sources.files.back().c_str());
   std::printf("absolute peaks alone: none %.2f MiB, all full %.2f MiB; the planner profiles step %lld's batch\n",
               double(none_peak) / kMiB, double(full_peak) / kMiB, static_cast<long long>(none_alone.planning_step));
-  std::printf("%-20s %9s %12s %8s %14s %11s %9s %9s %36s\n", "plan", "pieces", "step ms med", "data ms",
+  std::printf("%-20s %11s %12s %8s %14s %11s %9s %9s %36s\n", "plan", "pieces", "step ms med", "data ms",
               "step peak MiB", "activ. MiB", "time/none", "peak/none", "auto: budget/pred/planned/others MiB");
   json jrows = json::array();
   for (const auto& r : rows) {
@@ -201,17 +213,21 @@ int main(int argc, char** argv) {
                  a = double(median(r.activation_bytes));
     char pieces_text[32], auto_text[80] = "";
     std::snprintf(pieces_text, sizeof pieces_text, "%d/%d", r.plan.pieces_recomputed(), r.plan.pieces_total());
+    if (r.plan.pieces_lean() > 0)
+      std::snprintf(pieces_text + std::strlen(pieces_text), sizeof pieces_text - std::strlen(pieces_text), " %dL",
+                    r.plan.pieces_lean());
     if (r.budget_bytes > 0)
       std::snprintf(auto_text, sizeof auto_text, "%.2f/%.2f/%.2f/%.2f%s", double(r.budget_bytes) / kMiB,
                     double(r.predicted_peak_bytes) / kMiB, double(r.alone.planning_batch) / kMiB,
                     double(r.alone.other_batches) / kMiB, r.alone.highest() <= r.budget_bytes ? "" : " over");
     const double d = median(r.data_seconds);
-    std::printf("%-20s %9s %12.1f %8.1f %14.2f %11.2f %9.3f %9.3f %36s\n", r.name.c_str(), pieces_text, t * 1e3,
+    std::printf("%-20s %11s %12.1f %8.1f %14.2f %11.2f %9.3f %9.3f %36s\n", r.name.c_str(), pieces_text, t * 1e3,
                 d * 1e3, p / kMiB, a / kMiB, t / t_none, p / p_none, auto_text);
     json row = {{"plan", r.name},
                 {"summary", r.plan.summary()},
                 {"pieces_recomputed", r.plan.pieces_recomputed()},
                 {"pieces_total", r.plan.pieces_total()},
+                {"pieces_lean", r.plan.pieces_lean()},
                 {"step_seconds_median", t},
                 {"data_seconds_median", d},
                 {"step_peak_bytes_median", p},
@@ -247,7 +263,8 @@ int main(int argc, char** argv) {
                      "to none (counting allocator): activations and the gradients backward makes; auto "
                      "plans' alone peak = absolute allocated peak trained alone, on the batch the planner profiles "
                      "(planning_step) and on the other batches of 0-2, each after a warm-up step on batch 0; budgets "
-                     "from the highest of none's and full's"},
+                     "from the highest of none's and full's; 'auto half step': held at a step's start (parameters, "
+                     "AdamW's moments) plus half of none's peak above it, trained alone"},
                     {"plans", jrows}};
   const std::filesystem::path out_path(out);
   if (out_path.has_parent_path()) std::filesystem::create_directories(out_path.parent_path());

@@ -25,7 +25,7 @@ PlannedRecompute plan_or_all(const CostModel& costs, int64_t target) {
     return plan_for_budget(costs, target);
   } catch (const std::invalid_argument&) {
     PlannedRecompute all;
-    for (const auto& p : costs.pieces) all.recompute.push_back(p.forced != 0);
+    all.modes = costs.all(PieceMode::Recompute, true);
     return all;
   }
 }
@@ -37,7 +37,7 @@ AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget, const RankPlan& rule
   a.costs = profile_costs(probe);
   // Pieces a rule fixes are not the planner's to choose.
   for (auto& p : a.costs.pieces)
-    if (rules.rule_sections.count(p.key.section)) p.forced = rules.plan.get(p.key) ? 1 : 0;
+    if (rules.rule_sections.count(p.key.section)) p.forced = rules.plan.mode(p.key);
   int64_t target = int64_t(std::floor(double(budget) * (1.0 - kModelMargin)));
   PlannedRecompute chosen;
   try {
@@ -48,16 +48,17 @@ AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget, const RankPlan& rule
   PlanRestorer restore(probe);
   for (;;) {
     a.plan = rules.plan;
-    for (size_t i = 0; i < a.costs.pieces.size(); ++i) a.plan.set(a.costs.pieces[i].key, chosen.recompute[i]);
-    std::vector<bool> on;
-    for (const auto& p : a.costs.pieces) on.push_back(a.plan.get(p.key));
-    a.predicted_peak_bytes = a.costs.peak(on);
-    a.added_seconds = a.costs.added_seconds(on);
+    for (size_t i = 0; i < a.costs.pieces.size(); ++i) a.plan.set_mode(a.costs.pieces[i].key, chosen.modes[i]);
+    PlanModes modes;
+    for (const auto& p : a.costs.pieces) modes.push_back(a.plan.mode(p.key));
+    a.predicted_peak_bytes = a.costs.peak(modes);
+    a.added_seconds = a.costs.added_seconds(modes);
     probe.set_plan(a.plan);
     const int64_t measured = probe.probe_check_batches();
     a.checked_peak_bytes = measured < 0 ? -1 : a.costs.base_bytes + measured;
-    bool everything = true;  // every piece recomputed that the rules do not keep
-    for (size_t i = 0; i < on.size(); ++i) everything = everything && (on[i] || a.costs.pieces[i].forced == 0);
+    bool everything = true;  // every piece recomputed that the rules do not fix
+    for (size_t i = 0; i < modes.size(); ++i)
+      everything = everything && (modes[i] == PieceMode::Recompute || a.costs.pieces[i].forced);
     if (!a.checked_over_budget() || a.replans == kPlanChecks || everything) break;
     // The model under-predicted this mix of pieces (or another batch than the profiled one peaks
     // higher) by (checked - predicted): that much less room; after running out, another margin less.

@@ -10,61 +10,103 @@
 
 namespace wg {
 
+int64_t PieceCost::kept_bytes(PieceMode mode) const {
+  switch (mode) {
+    case PieceMode::Keep: return retained_bytes;
+    case PieceMode::Lean: return can_run_lean() ? lean_bytes : retained_bytes;
+    case PieceMode::Recompute: return output_bytes;
+  }
+  return retained_bytes;
+}
+
 namespace {
 // max_p (prefix of kept bytes + (1 + alpha) retained_p), the peak above base
 // without the transient.
-int64_t activation_peak(const std::vector<PieceCost>& pieces, const std::vector<bool>& on, double alpha) {
+int64_t activation_peak(const std::vector<PieceCost>& pieces, const PlanModes& modes, double alpha) {
   int64_t prefix = 0, worst = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
     worst = std::max(worst, prefix + int64_t(std::llround((1 + alpha) * double(pieces[i].retained_bytes))));
-    prefix += on[i] ? pieces[i].output_bytes : pieces[i].retained_bytes;
+    prefix += pieces[i].kept_bytes(modes.at(i));
   }
   return worst;
 }
+
+constexpr PieceMode kModes[] = {PieceMode::Keep, PieceMode::Lean, PieceMode::Recompute};
 }  // namespace
 
+PlanModes CostModel::all(PieceMode mode, bool rules) const {
+  PlanModes out;
+  for (const PieceCost& p : pieces) {
+    if (rules && p.forced) {
+      out.push_back(*p.forced);
+    } else {
+      out.push_back(mode == PieceMode::Lean && !p.can_run_lean() ? PieceMode::Keep : mode);
+    }
+  }
+  return out;
+}
+
 void CostModel::calibrate() {
-  const std::vector<bool> none(pieces.size(), false), all(pieces.size(), true);
+  const PlanModes none = all(PieceMode::Keep), every = all(PieceMode::Recompute);
   alpha = 0;
   if (activations_all_bytes > 0) {
     double best_err = std::numeric_limits<double>::infinity();
     for (int i = 0; i <= 400; ++i) {  // alpha in [0, 4]
       const double a = i / 100.0;
       const int64_t t = activations_none_bytes - activation_peak(pieces, none, a);
-      const double err = std::abs(double(activation_peak(pieces, all, a) + t - activations_all_bytes));
+      const double err = std::abs(double(activation_peak(pieces, every, a) + t - activations_all_bytes));
       if (err < best_err) { best_err = err; alpha = a; }
     }
   }
   transient = activations_none_bytes - activation_peak(pieces, none, alpha);
 }
 
-int64_t CostModel::peak(const std::vector<bool>& on) const {
-  return base_bytes + activation_peak(pieces, on, alpha) + transient;
+void CostModel::calibrate_lean(double measured_seconds) {
+  double products = 0;
+  int64_t rebuilt = 0;
+  for (const PieceCost& p : pieces) {
+    if (!p.can_run_lean()) continue;
+    products += p.forward_seconds * p.lean_share;
+    rebuilt += p.lean_rebuilt_bytes();
+  }
+  lean_seconds_per_byte = rebuilt > 0 ? std::max(0.0, measured_seconds - products) / double(rebuilt) : 0.0;
 }
 
-double CostModel::added_seconds(const std::vector<bool>& on) const {
+int64_t CostModel::peak(const PlanModes& modes) const {
+  return base_bytes + activation_peak(pieces, modes, alpha) + transient;
+}
+
+double CostModel::added_seconds(size_t i, PieceMode mode) const {
+  const PieceCost& p = pieces.at(i);
+  switch (mode) {
+    case PieceMode::Keep: return 0;
+    case PieceMode::Lean:
+      if (!p.can_run_lean()) return 0;
+      return p.forward_seconds * p.lean_share + lean_seconds_per_byte * double(p.lean_rebuilt_bytes());
+    case PieceMode::Recompute: return p.recompute_seconds();
+  }
+  return 0;
+}
+
+double CostModel::added_seconds(const PlanModes& modes) const {
   double t = 0;
-  for (size_t i = 0; i < pieces.size(); ++i)
-    if (on[i]) t += pieces[i].recompute_seconds();
+  for (size_t i = 0; i < pieces.size(); ++i) t += added_seconds(i, modes.at(i));
   return t;
 }
 
 PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
   const size_t n = c.pieces.size();
   PlannedRecompute out;
-  out.recompute.assign(n, false);
-  std::vector<bool> all(n, true);
-  for (size_t i = 0; i < n; ++i)
-    if (c.pieces[i].forced == 0) all[i] = false;
-  if (c.peak(all) > budget)
+  const PlanModes smallest = c.all(PieceMode::Recompute, true);
+  if (c.peak(smallest) > budget)
     throw std::invalid_argument("memory budget of " + std::to_string(budget) + " bytes (" +
                                 std::to_string(double(budget) / kGiB) +
-                                " GiB) is below the smallest predicted step peak, " + std::to_string(c.peak(all)) +
+                                " GiB) is below the smallest predicted step peak, " + std::to_string(c.peak(smallest)) +
                                 " bytes with every piece recomputed (that a rule does not fix)");
-  for (size_t i = 0; i < n; ++i) out.recompute[i] = c.pieces[i].forced == 1;
-  if (c.peak(out.recompute) <= budget) {  // nothing (more) to recompute
-    out.added_seconds = c.added_seconds(out.recompute);
-    out.predicted_peak_bytes = c.peak(out.recompute);
+  out.modes = c.all(PieceMode::Keep, true);
+  if (c.peak(out.modes) <= budget) {  // nothing (more) to recompute
+    out.added_seconds = c.added_seconds(out.modes);
+    out.predicted_peak_bytes = c.peak(out.modes);
     return out;
   }
   // Room for activations: peak <= budget  <=>  prefix_p + retained_p <= room for every p.
@@ -75,63 +117,80 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
   auto up = [&](int64_t b) { return int(std::ceil(double(b) / unit)); };  // kept bytes: rounded up
   const int W = up(total) + 1;
   const double inf = std::numeric_limits<double>::infinity();
-  // dp[w]: least added time with w grid units kept by the pieces so far.
-  std::vector<double> dp(size_t(W) + 1, inf);
-  std::vector<std::vector<signed char>> choice(n, std::vector<signed char>(size_t(W) + 1, -1));
+  // dp[s], s = 2w + f: least added time with w grid units kept by the
+  // pieces so far, f = 1 where the last of them runs lean only with the
+  // next (lean_with_next) and is lean, so that the next must be lean too.
+  // choice[i][s]: the mode of piece i on that best way to s (-1: none),
+  // from[i][s] the f before it.
+  const size_t S = 2 * (size_t(W) + 1);
+  std::vector<double> dp(S, inf);
+  std::vector<std::vector<signed char>> choice(n, std::vector<signed char>(S, -1));
+  std::vector<std::vector<unsigned char>> from(n, std::vector<unsigned char>(S, 0));
   dp[0] = 0;
   for (size_t i = 0; i < n; ++i) {
     const PieceCost& p = c.pieces[i];
-    std::vector<double> next(size_t(W) + 1, inf);
-    for (int w = 0; w <= W; ++w) {
-      if (dp[size_t(w)] == inf) continue;
+    std::vector<double> next(S, inf);
+    for (size_t s = 0; s < S; ++s) {
+      if (dp[s] == inf) continue;
+      const int w = int(s / 2);
+      const bool must_lean = s % 2 == 1;
       // this piece's backward holds the prefix plus all its activations
       if (double(w) * unit + (1 + c.alpha) * double(p.retained_bytes) > double(room)) continue;
-      const int keep = std::min(W, w + up(p.retained_bytes)), again = std::min(W, w + up(p.output_bytes));
-      if (p.forced != 1 && dp[size_t(w)] < next[size_t(keep)]) {
-        next[size_t(keep)] = dp[size_t(w)];
-        choice[i][size_t(keep)] = 0;
-      }
-      const double t = dp[size_t(w)] + p.recompute_seconds();
-      if (p.forced != 0 && t < next[size_t(again)]) {
-        next[size_t(again)] = t;
-        choice[i][size_t(again)] = 1;
+      for (const PieceMode mode : kModes) {
+        if (p.forced ? mode != *p.forced : (mode == PieceMode::Lean && !p.can_run_lean())) continue;
+        if (must_lean && mode != PieceMode::Lean) continue;
+        const int to_w = std::min(W, w + up(p.kept_bytes(mode)));
+        const size_t to = 2 * size_t(to_w) + (mode == PieceMode::Lean && p.lean_with_next ? 1 : 0);
+        const double t = dp[s] + c.added_seconds(i, mode);
+        if (t < next[to]) {
+          next[to] = t;
+          choice[i][to] = static_cast<signed char>(mode);
+          from[i][to] = must_lean ? 1 : 0;
+        }
       }
     }
     dp.swap(next);
   }
-  int best = -1;
+  int best = -1;  // over end states with nothing pending
   for (int w = 0; w <= W; ++w)
-    if (dp[size_t(w)] < inf && (best < 0 || dp[size_t(w)] < dp[size_t(best)])) best = w;
+    if (dp[2 * size_t(w)] < inf && (best < 0 || dp[2 * size_t(w)] < dp[2 * size_t(best)])) best = w;
   if (best < 0) {  // only the grid's rounding stands between the budget and the all-recompute plan
-    out.recompute = all;
+    out.modes = smallest;
   } else {
-    // Walk back: the kept units before piece i follow from the choice at i.
-    int w = best;
+    // Walk back: the state before piece i follows from the choice at i.
+    size_t s = 2 * size_t(best);
     for (size_t i = n; i-- > 0;) {
-      const bool again = choice[i][size_t(w)] == 1;
-      out.recompute[i] = again;
-      w -= again ? up(c.pieces[i].output_bytes) : up(c.pieces[i].retained_bytes);
-      w = std::max(0, w);
+      const signed char k = choice[i][s];
+      const PieceMode mode = k < 0 ? c.pieces[i].forced.value_or(PieceMode::Keep) : static_cast<PieceMode>(k);
+      out.modes[i] = mode;
+      const int w = std::max(0, int(s / 2) - up(c.pieces[i].kept_bytes(mode)));
+      s = 2 * size_t(w) + from[i][s];
     }
   }
-  out.predicted_peak_bytes = c.peak(out.recompute);
-  out.added_seconds = c.added_seconds(out.recompute);
+  out.predicted_peak_bytes = c.peak(out.modes);
+  out.added_seconds = c.added_seconds(out.modes);
   return out;
 }
 
-int next_piece_to_recompute(const CostModel& c, const std::vector<bool>& on) {
+int next_piece_to_recompute(const CostModel& c, const PlanModes& modes) {
+  // What piece i would free, recomputed instead of its present mode.
+  auto frees = [&](size_t i) {
+    return std::max<int64_t>(0, c.pieces[i].kept_bytes(modes.at(i)) - c.pieces[i].output_bytes);
+  };
+  auto open = [&](size_t i) { return modes.at(i) != PieceMode::Recompute && !c.pieces[i].forced; };  // rules' stay
   int64_t left = 0;  // bytes the remaining pieces could still free
   for (size_t i = 0; i < c.pieces.size(); ++i)
-    if (!on[i] && c.pieces[i].forced != 0) left += c.pieces[i].saved_bytes();
+    if (open(i)) left += frees(i);
   // First among pieces that free at least 1% of that (smaller ones would
   // not help), then among all.
   for (const bool filter : {true, false}) {
     int best = -1;
     double best_rate = -1;
     for (size_t i = 0; i < c.pieces.size(); ++i) {
-      if (on[i] || c.pieces[i].forced == 0) continue;
-      if (filter && c.pieces[i].saved_bytes() * 100 < left) continue;
-      const double rate = double(c.pieces[i].saved_bytes()) / std::max(1e-9, c.pieces[i].recompute_seconds());
+      if (!open(i)) continue;
+      if (filter && frees(i) * 100 < left) continue;
+      const double cost = c.pieces[i].recompute_seconds() - c.added_seconds(i, modes.at(i));
+      const double rate = double(frees(i)) / std::max(1e-9, cost);
       if (rate > best_rate) {
         best_rate = rate;
         best = int(i);

@@ -20,9 +20,9 @@ RecomputePlan OomPolicy::on_out_of_memory(const RecomputePlan& current, const Oo
   if (e.what.empty()) return current;  // another rank ran out: retry as we are
   int chosen = -1;
   if (costs_) {  // the cheapest bytes first, as the planner measured them
-    std::vector<bool> on;
-    for (const auto& p : costs_->pieces) on.push_back(current.get(p.key));
-    const int i = next_piece_to_recompute(*costs_, on);
+    PlanModes modes;
+    for (const auto& p : costs_->pieces) modes.push_back(current.mode(p.key));
+    const int i = next_piece_to_recompute(*costs_, modes);
     if (i >= 0) {
       for (size_t j = 0; j < current.size(); ++j)
         if (current.pieces()[j] == costs_->pieces[size_t(i)].key) chosen = int(j);

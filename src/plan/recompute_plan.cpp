@@ -10,7 +10,6 @@
 
 namespace wg {
 
-namespace {
 // The pieces `selective` runs lean (model/saving.h): those whose products
 // can keep only their inputs and outputs, running their norms and
 // activations again in backward: every block piece, and an embed's
@@ -22,7 +21,6 @@ namespace {
 bool runs_lean(const PieceKey& p) {
   return p.in_a_block() || p.kind == PieceKind::Readout || (p.section == "embed" && p.kind == PieceKind::Input);
 }
-}  // namespace
 
 const char* piece_mode_name(PieceMode mode) {
   switch (mode) {

@@ -391,12 +391,20 @@ TrainerProbe::TrainerProbe(Trainer& trainer)
     : trainer_(trainer), candidates_(trainer.planning_candidates()), batch_(candidates_[most_tokens(candidates_)]) {
   const ModelFlops f = trainer.flops_of(to_model_batch(batch_, torch::kCPU));
   for (const PieceFlops& p : f.pieces)
-    if (p.forward > 0) rerun_share_[p.key.str()] = p.rerun() / p.forward;
+    if (p.forward > 0) {
+      rerun_share_[p.key.str()] = p.rerun() / p.forward;
+      lean_share_[p.key.str()] = p.lean_rerun / p.forward;
+    }
 }
 
 double TrainerProbe::rerun_share(const PieceKey& key) const {
   const auto it = rerun_share_.find(key.str());
   return it == rerun_share_.end() ? 1.0 : it->second;  // a piece without products (none here)
+}
+
+double TrainerProbe::lean_share(const PieceKey& key) const {
+  const auto it = lean_share_.find(key.str());
+  return it == lean_share_.end() ? 0.0 : it->second;
 }
 
 int64_t TrainerProbe::current_bytes() const { return memory_snapshot(trainer_.device_name()).current_bytes; }

@@ -22,22 +22,28 @@ class MadeUpDevice : public PlanProbe {
  public:
   // Piece i keeps `retained` bytes, `output` of them its output. A mixed
   // plan peaks `extra_mixed + extra_per_recomputed * (pieces recomputed)`
-  // above the model.
-  MadeUpDevice(int pieces, int64_t retained, int64_t output, int64_t extra_mixed, int64_t extra_per_recomputed)
-      : retained_(retained), output_(output), extra_mixed_(extra_mixed), extra_per_(extra_per_recomputed) {
+  // above the model. With `lean` > 0 the pieces are an MLP's, which can
+  // run lean, keeping `lean` bytes and taking 100 us more.
+  MadeUpDevice(int pieces, int64_t retained, int64_t output, int64_t extra_mixed, int64_t extra_per_recomputed,
+               int64_t lean = 0)
+      : retained_(retained), output_(output), lean_(lean), extra_mixed_(extra_mixed), extra_per_(extra_per_recomputed) {
     std::vector<PieceKey> keys;
-    for (int i = 0; i < pieces; ++i) keys.push_back(PieceKey::io("p" + std::to_string(i), "", PieceKind::Input));
+    for (int i = 0; i < pieces; ++i)
+      keys.push_back(lean > 0 ? PieceKey::in_block("s", "", i, PieceKind::Mlp)
+                              : PieceKey::io("p" + std::to_string(i), "", PieceKind::Input));
     plan_ = RecomputePlan(keys);
   }
   const RecomputePlan& plan() const override { return plan_; }
   void set_plan(const RecomputePlan& plan) override { plan_ = plan; }
   int64_t probe(PieceObserver* observer) override {
     ++probes;
-    for (const PieceKey& key : plan_.pieces()) {
+    for (size_t i = 0; i < plan_.size(); ++i) {
+      const PieceKey& key = plan_.pieces()[i];
       if (observer) observer->before(key);
       std::this_thread::sleep_for(std::chrono::microseconds(200));  // a forward time the profiler can see
-      held_ += plan_.get(key) ? output_ : retained_;
+      held_ += kept(plan_.mode(i));
       if (observer) observer->after(key, PieceOutput{{output_}, 1});
+      if (plan_.mode(i) == PieceMode::Lean) std::this_thread::sleep_for(std::chrono::microseconds(100));  // "backward"
     }
     held_ = kBase;
     return peak(plan_) - kBase;
@@ -48,6 +54,7 @@ class MadeUpDevice : public PlanProbe {
     return limit > 0 && kBase + peak > limit ? -1 : peak;
   }
   double rerun_share(const PieceKey&) const override { return 1; }
+  double lean_share(const PieceKey&) const override { return 0; }
   int64_t current_bytes() const override { return held_; }
   int64_t steady_base_bytes() const override { return kBase; }
 
@@ -56,7 +63,7 @@ class MadeUpDevice : public PlanProbe {
     int64_t prefix = 0, worst = 0;
     for (size_t i = 0; i < p.size(); ++i) {
       worst = std::max(worst, prefix + retained_);
-      prefix += p.recomputed(i) ? output_ : retained_;
+      prefix += kept(p.mode(i));
     }
     const int on = p.pieces_recomputed();
     const bool mixed = on > 0 && on < int(p.size());
@@ -68,8 +75,11 @@ class MadeUpDevice : public PlanProbe {
   int64_t limit = 0;  // > 0: a check whose peak exceeds it runs out of memory
 
  private:
+  int64_t kept(PieceMode mode) const {
+    return mode == PieceMode::Recompute ? output_ : mode == PieceMode::Lean && lean_ > 0 ? lean_ : retained_;
+  }
   RecomputePlan plan_;
-  int64_t retained_, output_, extra_mixed_, extra_per_;
+  int64_t retained_, output_, lean_, extra_mixed_, extra_per_;
   int64_t held_ = kBase;
 };
 
@@ -100,6 +110,37 @@ TEST(AutoPlanCheck, APlanThatFitsIsCheckedOnceAndKept) {
   EXPECT_EQ(a.plan.pieces_recomputed(), 3);  // 1.33 MB, the least recomputation under 95 % of 1.41 MB
   const int profiling = 1 + 3 + 1;           // warm-up, three timed, everything recomputed
   EXPECT_EQ(device.probes - before, profiling + 1);
+}
+
+// Pieces that can run lean: the profile measures what each keeps lean and
+// what lean adds (alternating lean probes with the others), and the planner
+// makes a budget that lean everywhere meets with no piece recomputed.
+// 6 pieces of 100 kB keeping 40 kB lean peak at 1.3 MB lean everywhere
+// (1 MB + 5 x 40 kB + 100 kB). The last piece's backward runs first, with
+// nothing of the others freed yet: what it keeps does not move the peak,
+// and it is kept.
+TEST(AutoPlanCheck, PiecesThatCanRunLeanAreMeasuredAndPlannedLean) {
+  MadeUpDevice device(6, 100000, 10000, 0, 0, 40000);
+  const int before = device.probes;
+  const AutoPlan a = choose_auto_plan(device, 1370000, no_rules(device));
+  const int profiling = 1 + 3 + 3 + 1;  // warm-up, three timed and three lean, everything recomputed
+  EXPECT_EQ(device.probes - before, profiling + 1);
+  ASSERT_EQ(a.costs.pieces.size(), 6u);
+  for (const PieceCost& p : a.costs.pieces) {
+    EXPECT_EQ(p.lean_bytes, 40000) << p.key.str();
+    EXPECT_EQ(p.retained_bytes, 100000) << p.key.str();
+  }
+  EXPECT_EQ(a.costs.activations_lean_bytes, 300000);
+  EXPECT_GT(a.costs.lean_seconds_per_byte, 0.0);  // 100 us a piece, as the probes measured it
+  EXPECT_EQ(a.plan.pieces_lean(), 5) << a.plan.table();
+  EXPECT_EQ(a.plan.pieces_recomputed(), 0);
+  EXPECT_EQ(a.plan.mode(5), PieceMode::Keep);
+  EXPECT_EQ(a.checked_peak_bytes, 1300000);
+  // For 95 % of 1.25 MB the first five keep 87.5 kB at most: one lean, four recomputed.
+  const AutoPlan b = choose_auto_plan(device, 1250000, no_rules(device));
+  EXPECT_EQ(b.plan.pieces_recomputed(), 4) << b.plan.table();
+  EXPECT_EQ(b.plan.pieces_lean(), 1) << b.plan.table();
+  EXPECT_EQ(b.checked_peak_bytes, 1180000);
 }
 
 // A check that runs out of memory is over the budget whatever it measured:

@@ -1,6 +1,6 @@
 // The planner: its choice is the fastest plan that fits (checked against
-// every subset), fixed pieces stay fixed, and an impossible budget is a
-// clear error.
+// every plan of kept, lean and recomputed pieces), fixed pieces stay fixed,
+// and an impossible budget is a clear error.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,10 +12,16 @@
 namespace wg {
 namespace {
 
+constexpr PieceMode K = PieceMode::Keep, L = PieceMode::Lean, R = PieceMode::Recompute;
+
 // A piece of its own section, for costs made up in a test.
 PieceKey key(const std::string& name) { return PieceKey::io(name, "", PieceKind::Input); }
 
-CostModel random_costs(uint32_t seed, int n) {
+PlanModes every(int n, PieceMode mode) { return PlanModes(size_t(n), mode); }
+
+// With `lean`, two pieces in three can run lean, keeping between their
+// output and all they keep, at a made-up cost.
+CostModel random_costs(uint32_t seed, int n, bool lean = false) {
   std::mt19937 rng(seed);
   CostModel c;
   c.base_bytes = 1000000;
@@ -26,11 +32,16 @@ CostModel random_costs(uint32_t seed, int n) {
     p.output_bytes = 1000 + rng() % 20000;
     p.retained_bytes = p.output_bytes + rng() % 200000;
     p.forward_seconds = 1e-4 * (1 + rng() % 100);
+    if (lean && i % 3 != 2) {
+      p.lean_bytes = p.output_bytes + int64_t(rng() % uint32_t(p.retained_bytes - p.output_bytes + 1));
+      p.lean_share = 0.01 * double(rng() % 30);
+    }
     all += p.retained_bytes;
     c.pieces.push_back(p);
   }
   c.activations_none_bytes = all + 50000;  // some transient
   c.calibrate();
+  if (lean) c.lean_seconds_per_byte = 1e-9 * double(rng() % 100);
   return c;
 }
 
@@ -41,12 +52,38 @@ TEST(MemoryPlanner, PeakModel) {
   c.activations_none_bytes = 95;  // transient 5
   c.calibrate();
   EXPECT_EQ(c.transient, 5);
-  EXPECT_EQ(c.peak({false, false}), 100 + 90 + 5);
-  EXPECT_EQ(c.peak({true, false}), 100 + std::max<int64_t>(50, 10 + 40) + 5);
-  EXPECT_EQ(c.peak({true, true}), 100 + 50 + 5);
-  EXPECT_DOUBLE_EQ(c.added_seconds({true, true}), 3.0);
+  EXPECT_EQ(c.peak({K, K}), 100 + 90 + 5);
+  EXPECT_EQ(c.peak({R, K}), 100 + std::max<int64_t>(50, 10 + 40) + 5);
+  EXPECT_EQ(c.peak({R, R}), 100 + 50 + 5);
+  EXPECT_DOUBLE_EQ(c.added_seconds({R, R}), 3.0);
   c.pieces[1].rerun_share = 0.75;  // a recomputation leaves out a quarter of b's products
-  EXPECT_DOUBLE_EQ(c.added_seconds({true, true}), 2.5);
+  EXPECT_DOUBLE_EQ(c.added_seconds({R, R}), 2.5);
+  // A piece that cannot run lean is kept where a plan says lean.
+  EXPECT_EQ(c.peak({L, K}), c.peak({K, K}));
+  EXPECT_DOUBLE_EQ(c.added_seconds({L, L}), 0.0);
+  // a keeps 30 of its 50 lean: its products' share and the 20 bytes it makes again
+  c.pieces[0].lean_bytes = 30;
+  c.pieces[0].lean_share = 0.1;
+  c.lean_seconds_per_byte = 0.01;
+  EXPECT_EQ(c.peak({L, K}), 100 + std::max<int64_t>(50, 30 + 40) + 5);
+  EXPECT_DOUBLE_EQ(c.added_seconds({L, K}), 1.0 * 0.1 + 0.01 * 20);
+  EXPECT_EQ(c.all(L), (PlanModes{L, K}));
+}
+
+// The lean pieces' measured time, less what the FLOP count says their
+// products take, is spread over the bytes they make again; never below 0.
+TEST(MemoryPlanner, LeanCalibrationSpreadsTheMeasuredTimeOverTheBytesMadeAgain) {
+  CostModel c;
+  c.pieces = {{key("a"), 500, 100, 1.0}, {key("b"), 400, 50, 2.0}, {key("c"), 300, 60, 1.0}};
+  c.pieces[0].lean_bytes = 300;  // makes 200 again
+  c.pieces[1].lean_bytes = 100;  // 300
+  c.pieces[1].lean_share = 0.1;  // its products: 0.2 s
+  c.calibrate_lean(0.7);
+  EXPECT_DOUBLE_EQ(c.lean_seconds_per_byte, 0.5 / 500);
+  EXPECT_NEAR(c.added_seconds(c.all(L)), 0.7, 1e-12);
+  EXPECT_DOUBLE_EQ(c.added_seconds(2, L), 0.0);  // c cannot run lean
+  c.calibrate_lean(0.1);                         // less than the products: the bytes cost nothing
+  EXPECT_EQ(c.lean_seconds_per_byte, 0.0);
 }
 
 TEST(MemoryPlanner, CalibrationReproducesBothMeasuredPeaks) {
@@ -56,39 +93,113 @@ TEST(MemoryPlanner, CalibrationReproducesBothMeasuredPeaks) {
   c.activations_all_bytes = 0 + 750 + 40;          // largest piece first: 1.5 x 500 + 40
   c.calibrate();
   EXPECT_NEAR(c.alpha, 0.5, 0.011);
-  EXPECT_NEAR(double(c.peak({false, false, false})), 1390.0, 2.0);
-  EXPECT_NEAR(double(c.peak({true, true, true})), 790.0, 6.0);
+  EXPECT_NEAR(double(c.peak({K, K, K})), 1390.0, 2.0);
+  EXPECT_NEAR(double(c.peak({R, R, R})), 790.0, 6.0);
+}
+
+// Every plan of n pieces, each kept, lean or recomputed (3^n).
+std::vector<PlanModes> every_plan(int n) {
+  std::vector<PlanModes> plans(1);
+  for (int i = 0; i < n; ++i) {
+    std::vector<PlanModes> longer;
+    for (const PlanModes& p : plans)
+      for (const PieceMode m : {K, L, R}) {
+        longer.push_back(p);
+        longer.back().push_back(m);
+      }
+    plans.swap(longer);
+  }
+  return plans;
 }
 
 TEST(MemoryPlanner, ChoosesTheFastestPlanThatFitsExhaustiveCheck) {
-  for (uint32_t seed = 1; seed <= 20; ++seed) {
-    const CostModel c = random_costs(seed, 10);
-    const int64_t lo = c.peak(std::vector<bool>(10, true)), hi = c.peak(std::vector<bool>(10, false));
-    for (double f : {0.05, 0.3, 0.6, 0.9}) {
-      const int64_t budget = lo + int64_t(f * double(hi - lo));
-      const PlannedRecompute p = plan_for_budget(c, budget);
-      ASSERT_LE(p.predicted_peak_bytes, budget);
-      double best = 1e30;
-      for (int mask = 0; mask < (1 << 10); ++mask) {
-        std::vector<bool> on(10);
-        for (int i = 0; i < 10; ++i) on[i] = (mask >> i) & 1;
-        if (c.peak(on) <= budget) best = std::min(best, c.added_seconds(on));
+  const std::vector<PlanModes> plans = every_plan(8);
+  for (const bool lean : {false, true})
+    for (uint32_t seed = 1; seed <= 20; ++seed) {
+      const CostModel c = random_costs(seed, 8, lean);
+      const int64_t lo = c.peak(every(8, R)), hi = c.peak(every(8, K));
+      for (double f : {0.05, 0.3, 0.6, 0.9}) {
+        const int64_t budget = lo + int64_t(f * double(hi - lo));
+        const PlannedRecompute p = plan_for_budget(c, budget);
+        ASSERT_LE(p.predicted_peak_bytes, budget);
+        ASSERT_EQ(p.predicted_peak_bytes, c.peak(p.modes));
+        // Exact up to the byte grid (1/20000 of the total), which rounds
+        // each piece's kept bytes up: at least as fast as every plan that
+        // fits with a grid step per piece to spare.
+        int64_t total = 0;
+        for (const PieceCost& piece : c.pieces) total += piece.retained_bytes;
+        const int64_t spare = 8 * (total / kPlannerGrid + 1);
+        double best = 1e30;
+        for (const PlanModes& m : plans)
+          if (c.peak(m) <= budget - spare) best = std::min(best, c.added_seconds(m));
+        EXPECT_LE(p.added_seconds, best + 1e-12) << "seed " << seed << " f " << f << " lean " << lean;
+        for (size_t i = 0; i < p.modes.size(); ++i)
+          if (!c.pieces[i].can_run_lean()) EXPECT_NE(p.modes[i], L) << "piece " << i;
       }
-      // exact up to the byte grid (1/20000 of the total): allow a hair
-      EXPECT_LE(p.added_seconds, best * 1.0001 + 1e-12) << "seed " << seed << " f " << f;
     }
+}
+
+// Lean pieces that save bytes cheaply are chosen before recomputing:
+// four pieces that keep 100 (10 of it output), 40 lean at 0.1 s, or
+// recomputed at 1 s. A budget that lean everywhere meets is met lean.
+TEST(MemoryPlanner, LeanBeforeRecomputationWhereItIsCheaper) {
+  CostModel c;
+  for (int i = 0; i < 4; ++i) {
+    c.pieces.push_back({key("p" + std::to_string(i)), 100, 10, 1.0});
+    c.pieces.back().lean_bytes = 40;
+    c.pieces.back().lean_share = 0.1;
   }
+  c.activations_none_bytes = 400;
+  c.calibrate();
+  // The last piece's backward runs first, before any other frees its
+  // bytes: what it keeps does not move the peak, and it is kept.
+  const PlannedRecompute p = plan_for_budget(c, c.peak(every(4, L)));
+  EXPECT_EQ(p.modes, (PlanModes{L, L, L, K}));
+  EXPECT_NEAR(p.added_seconds, 0.3, 1e-12);
+  // Under that, one of the first three is recomputed (90 bytes before the last piece).
+  const PlannedRecompute q = plan_for_budget(c, c.peak({R, L, L, L}));
+  EXPECT_EQ(std::count(q.modes.begin(), q.modes.end(), R), 1);
+  EXPECT_EQ(std::count(q.modes.begin(), q.modes.end(), L), 2);
+  EXPECT_EQ(q.modes[3], K);
+  EXPECT_NEAR(q.added_seconds, 1.2, 1e-12);
+}
+
+// A piece lean only with the next one lean (an embed's input before block
+// 0's attention) is never lean alone. "in" keeps 100 (10 lean, nearly
+// free; 5 recomputed, 1 s); a budget that leaves 50 bytes before the last
+// piece's backward, where the pieces hold all they keep.
+TEST(MemoryPlanner, APieceLeanOnlyWithTheNextIsNeverLeanAlone) {
+  CostModel c;
+  c.pieces = {{key("in"), 100, 5, 1.0}, {key("next"), 100, 10, 1.0}, {key("last"), 100, 10, 1.0}};
+  c.pieces[0].lean_bytes = 10;
+  c.pieces[0].lean_share = 0.01;
+  c.pieces[0].lean_with_next = true;
+  c.activations_none_bytes = 300;
+  c.calibrate();
+  const int64_t budget = c.base_bytes + 50 + 100 + c.transient;
+  c.pieces[1].lean_bytes = 10;
+  c.pieces[1].lean_share = 0.5;
+  PlannedRecompute p = plan_for_budget(c, budget);
+  EXPECT_EQ(p.modes, (PlanModes{L, L, K}));  // 0.51 s
+  c.pieces[1].lean_bytes = -1;               // "next" cannot run lean: both recomputed (2 s), not "in" lean (1.01 s)
+  p = plan_for_budget(c, budget);
+  EXPECT_EQ(p.modes, (PlanModes{R, R, K}));
+  c.pieces[1].lean_bytes = 10;
+  c.pieces[1].lean_share = 2.0;  // "next" lean dearer than recomputed: still no "in" lean alone
+  p = plan_for_budget(c, budget);
+  EXPECT_EQ(p.modes, (PlanModes{R, R, K}));
 }
 
 TEST(MemoryPlanner, NothingRecomputedWhenEverythingFits) {
   const CostModel c = random_costs(3, 8);
-  const PlannedRecompute p = plan_for_budget(c, c.peak(std::vector<bool>(8, false)));
+  const PlannedRecompute p = plan_for_budget(c, c.peak(every(8, K)));
   EXPECT_EQ(p.added_seconds, 0.0);
+  EXPECT_EQ(p.modes, every(8, K));
 }
 
 TEST(MemoryPlanner, BudgetBelowTheAllRecomputePeakIsAClearError) {
   const CostModel c = random_costs(4, 8);
-  const int64_t lo = c.peak(std::vector<bool>(8, true));
+  const int64_t lo = c.peak(every(8, R));
   try {
     plan_for_budget(c, lo - 1);
     FAIL();
@@ -100,27 +211,39 @@ TEST(MemoryPlanner, BudgetBelowTheAllRecomputePeakIsAClearError) {
 }
 
 TEST(MemoryPlanner, FixedPiecesStayFixed) {
-  CostModel c = random_costs(5, 8);
-  c.pieces[0].forced = 1;
-  c.pieces[1].forced = 0;
-  const int64_t hi = c.peak(std::vector<bool>(8, false));
+  CostModel c = random_costs(5, 8, true);
+  ASSERT_TRUE(c.pieces[3].can_run_lean());
+  c.pieces[0].forced = R;
+  c.pieces[1].forced = K;
+  c.pieces[3].forced = L;
+  const int64_t hi = c.peak(every(8, K));
   const PlannedRecompute p = plan_for_budget(c, hi);  // would otherwise recompute nothing
-  EXPECT_TRUE(p.recompute[0]);
-  EXPECT_FALSE(p.recompute[1]);
-  std::vector<bool> on(8, true);
-  on[1] = false;
+  EXPECT_EQ(p.modes[0], R);
+  EXPECT_EQ(p.modes[1], K);
+  EXPECT_EQ(p.modes[3], L);
+  PlanModes on = every(8, R);
+  on[1] = K;
+  on[3] = L;
+  EXPECT_EQ(c.all(R, true), on);
   const PlannedRecompute tight = plan_for_budget(c, c.peak(on));
-  EXPECT_FALSE(tight.recompute[1]);
-  EXPECT_EQ(next_piece_to_recompute(c, tight.recompute), -1);  // all others on, piece 1 fixed off
+  EXPECT_EQ(tight.modes, on);
+  EXPECT_EQ(next_piece_to_recompute(c, tight.modes), -1);  // all others recomputed, pieces 1 and 3 fixed
 }
 
 TEST(MemoryPlanner, NextPieceFreesTheMostBytesPerSecond) {
   CostModel c;
   c.pieces = {{key("slow"), 1000, 0, 1.0}, {key("fast"), 800, 0, 0.1}, {key("tiny"), 10, 0, 0.0001}};
-  EXPECT_EQ(next_piece_to_recompute(c, {false, false, false}), 1);  // "tiny" frees under 1%
-  EXPECT_EQ(next_piece_to_recompute(c, {false, true, false}), 0);
-  EXPECT_EQ(next_piece_to_recompute(c, {true, true, false}), 2);   // the last one left
-  EXPECT_EQ(next_piece_to_recompute(c, {true, true, true}), -1);
+  EXPECT_EQ(next_piece_to_recompute(c, {K, K, K}), 1);  // "tiny" frees under 1%
+  EXPECT_EQ(next_piece_to_recompute(c, {K, R, K}), 0);
+  EXPECT_EQ(next_piece_to_recompute(c, {R, R, K}), 2);  // the last one left
+  EXPECT_EQ(next_piece_to_recompute(c, {R, R, R}), -1);
+  // Lean, "fast" keeps 50 of its 800: recomputed, it frees those 50 for
+  // its recompute time less its lean time. Lean at no cost, that is 500
+  // bytes a second, and "slow" frees 1000 a second; lean at 0.09 s, 5000.
+  c.pieces[1].lean_bytes = 50;
+  EXPECT_EQ(next_piece_to_recompute(c, {K, L, K}), 0);
+  c.pieces[1].lean_share = 0.9;
+  EXPECT_EQ(next_piece_to_recompute(c, {K, L, K}), 1);
 }
 
 // The planner over the real model's pieces (all seven sections, the
@@ -153,8 +276,8 @@ TEST(MemoryPlanner, PlansOverTheModelsPieces) {
   }
   c.activations_none_bytes = all;
   c.calibrate();
-  std::vector<bool> none(pieces.size(), false), attention(pieces.size(), false);
-  for (size_t i = 0; i < pieces.size(); ++i) attention[i] = pieces[i].is_attention();
+  PlanModes none(pieces.size(), K), attention(pieces.size(), K);
+  for (size_t i = 0; i < pieces.size(); ++i) attention[i] = pieces[i].is_attention() ? R : K;
   // Out of memory with nothing recomputed: the first attention piece in forward order.
   const int first = next_piece_to_recompute(c, none);
   ASSERT_GE(first, 0);
@@ -168,14 +291,14 @@ TEST(MemoryPlanner, PlansOverTheModelsPieces) {
   // fits and costs no more time than that one.
   const int64_t budget = c.peak(attention) + all / kPlannerGrid * int64_t(pieces.size() + 1);
   const PlannedRecompute plan = plan_for_budget(c, budget);
-  ASSERT_EQ(plan.recompute.size(), pieces.size());
+  ASSERT_EQ(plan.modes.size(), pieces.size());
   EXPECT_LE(plan.predicted_peak_bytes, budget);
   EXPECT_LE(plan.added_seconds, c.added_seconds(attention) + 1e-12);
   EXPECT_GT(plan.added_seconds, 0.0);
   // The choice maps onto the model's plan by position.
   RecomputePlan rp(pieces);
-  for (size_t i = 0; i < pieces.size(); ++i) rp.set(i, plan.recompute[i]);
-  EXPECT_EQ(rp.pieces_recomputed(), int(std::count(plan.recompute.begin(), plan.recompute.end(), true)));
+  for (size_t i = 0; i < pieces.size(); ++i) rp.set_mode(i, plan.modes[i]);
+  EXPECT_EQ(rp.pieces_recomputed(), int(std::count(plan.modes.begin(), plan.modes.end(), R)));
   bool cross_seen = false;
   for (const auto& k : pieces) cross_seen = cross_seen || k.kind == PieceKind::CrossAttention;
   EXPECT_TRUE(cross_seen);

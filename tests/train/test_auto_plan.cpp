@@ -82,6 +82,7 @@ TEST(AutoPlan, StaysWithinTheBudgetAndPredictsThePeakWithin10Percent) {
   const int64_t none = measured_peak_with(c, false), all = measured_peak_with(c, true);
   std::cout << "measured step peak: nothing recomputed " << none << " bytes, everything " << all << " bytes\n";
   ASSERT_LT(all, none * 3 / 4);
+  bool lean_seen = false;
   for (double f : {0.1, 0.35, 0.6, 0.85}) {
     const int64_t budget = all + int64_t(f * double(none - all));
     Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
@@ -93,9 +94,11 @@ TEST(AutoPlan, StaysWithinTheBudgetAndPredictsThePeakWithin10Percent) {
     EXPECT_LE(a.checked_peak_bytes, budget) << "f " << f;
     EXPECT_LE(measured, budget) << "f " << f;
     EXPECT_NEAR(double(a.predicted_peak_bytes), double(measured), 0.10 * double(measured)) << "f " << f;
-    EXPECT_GT(a.plan.pieces_recomputed(), 0);
+    EXPECT_GT(a.plan.pieces_recomputed() + a.plan.pieces_lean(), 0);
     EXPECT_EQ(t.plan().summary(), a.plan.summary());  // applied to the trainer
+    lean_seen = lean_seen || a.plan.pieces_lean() > 0;
   }
+  EXPECT_TRUE(lean_seen);  // the planner's third choice is taken at this model's budgets
 }
 
 TEST(AutoPlan, CostsAreMeasuredForEveryPiece) {
@@ -119,8 +122,22 @@ TEST(AutoPlan, CostsAreMeasuredForEveryPiece) {
     } else {
       EXPECT_EQ(p.rerun_share, 1.0) << p.key.str();
     }
+    // Lean: measured where the piece can run lean, keeping no more than kept.
+    EXPECT_EQ(p.can_run_lean(), runs_lean(p.key)) << p.key.str();
+    EXPECT_EQ(p.lean_with_next, p.key.section == "embed" && p.key.kind == PieceKind::Input) << p.key.str();
+    if (p.can_run_lean()) {
+      EXPECT_LE(p.lean_bytes, p.retained_bytes) << p.key.str();
+      EXPECT_GE(p.lean_share, 0.0) << p.key.str();
+      EXPECT_LE(p.lean_share, p.rerun_share) << p.key.str();  // an embed's input: its product made again
+    }
   }
   EXPECT_GT(m.activations_none_bytes, 0);
+  // Every piece that can run lean lean: between everything recomputed and nothing, as the model says within 10 %.
+  EXPECT_LT(m.activations_lean_bytes, m.activations_none_bytes);
+  EXPECT_GT(m.activations_lean_bytes, m.activations_all_bytes);
+  const int64_t predicted = m.peak(m.all(PieceMode::Lean)) - m.base_bytes;
+  EXPECT_NEAR(double(predicted), double(m.activations_lean_bytes), 0.10 * double(m.activations_lean_bytes));
+  EXPECT_GE(m.lean_seconds_per_byte, 0.0);
 }
 
 TEST(AutoPlan, BudgetBelowTheAllRecomputePeakIsAClearError) {

@@ -2,7 +2,8 @@
 // largest batch of its first eight (cost_profile.h,
 // Trainer::planning_batch), takes the rank's budget (configured, or the
 // device's available memory minus a margin), and picks the fastest plan
-// whose predicted step peak fits; sections that a matching per-node rule
+// whose predicted step peak fits, each piece kept, lean or recomputed
+// (cost_model.h); sections that a matching per-node rule
 // sets keep the rule's settings. The chosen plan is then run once on each
 // batch the planner chose from; where the highest measured peak exceeds
 // the budget (the model under-predicted that mix of pieces, or another

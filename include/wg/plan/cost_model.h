@@ -1,21 +1,32 @@
 // The cost model of recomputation: what each piece keeps for backward and
 // costs to recompute, the step peak a plan is predicted to reach, the
-// planner that picks the pieces to recompute for a memory budget, and the
-// piece to add after an out-of-memory failure.
+// planner that picks each piece's mode for a memory budget, and the piece
+// to add after an out-of-memory failure.
+//
+// Each piece has up to three modes (wg/plan/recompute_plan.h): kept
+// (PieceMode::Keep), lean (Lean: its products run once, its norms,
+// activations and cheap attention cores run again in backward; only pieces
+// that can, runs_lean) and recomputed (Recompute).
 //
 // Peak model (bytes). Pieces run in plan-key order (forward order). A piece
-// keeps K_p for backward: retained_p without recomputation, only its output
-// with it. When backward reaches piece p, the pieces before it still hold
-// their K, and p holds all its activations (kept or rebuilt) plus gradient
-// temporaries in proportion to them, so
+// keeps K_p for backward: retained_p kept, lean_p lean, only its output
+// recomputed. When backward reaches piece p, the pieces before it still
+// hold their K, and p holds all its activations (kept or rebuilt) plus
+// gradient temporaries in proportion to them, so
 //   peak(S) = base + max_p ( sum_{q<p} K_q(S) + (1 + alpha) retained_p ) + transient
 // base: held at step start; alpha and transient (loss, glue outside the
 // pieces) are calibrated so that the model reproduces both measured peaks,
-// with nothing and with everything recomputed. Time: sum_{p in S}
-// forward_seconds_p · rerun_share_p (a recomputation leaves out the
-// piece's last product, and on the CPU kernel half of each attention core
-// it runs as one joint pass with its backward: its share of the piece's
-// FLOPs, from the count, wg/model/flops.h).
+// with nothing and with everything recomputed.
+//
+// Time added to a step: a recomputed piece, forward_seconds_p ·
+// rerun_share_p (a recomputation leaves out the piece's last product, and
+// on the CPU kernel half of each attention core it runs as one joint pass
+// with its backward: its share of the piece's FLOPs, from the count,
+// wg/model/flops.h); a lean piece, forward_seconds_p · lean_share_p (the
+// products it runs again, from the same count) plus lean_seconds_per_byte
+// for each byte it does not keep (the norms and activations it makes
+// again: elementwise work the FLOP count leaves out), calibrated so that
+// the sum over every lean piece is what the all-lean probe measured.
 //
 // plan_for_budget is exact over byte amounts on a grid of at most
 // kPlannerGrid steps (rounded to the safe side): a dynamic program over the
@@ -23,13 +34,18 @@
 // LibTorch here: costs come from the profiler (wg/plan/cost_profile.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "wg/plan/piece_key.h"
+#include "wg/plan/recompute_plan.h"
 
 namespace wg {
+
+using PlanModes = std::vector<PieceMode>;  // one per CostModel::pieces
 
 struct PieceCost {
   PieceKey key;
@@ -37,8 +53,21 @@ struct PieceCost {
   int64_t output_bytes = 0;
   double forward_seconds = 0; // one forward of the piece
   double rerun_share = 1;     // of its FLOPs, what a recomputation runs again (wg/model/flops.h)
+  int64_t lean_bytes = -1;    // kept when it runs lean, output included; -1: it cannot run lean
+  double lean_share = 0;      // of its FLOPs, what a lean run runs again (wg/model/flops.h)
+  // Lean only together with the next piece lean: an embed's input, whose
+  // output a lean block 0 attention makes again instead of keeping it
+  // (model/piece.h). The profile books what that frees to the input's
+  // lean_bytes, as it is freed only where both are lean, and the planner
+  // makes the input lean only where the next piece is.
+  bool lean_with_next = false;
   int64_t analytic_bytes = -1;  // estimate from shapes (cross-check), -1: none
-  int forced = -1;              // -1: the planner chooses; 0 / 1: fixed off / on (a per-node rule)
+  std::optional<PieceMode> forced;  // set: fixed by a per-node rule; else the planner chooses
+  bool can_run_lean() const { return lean_bytes >= 0; }
+  // What the piece holds for backward in `mode` (lean where it cannot: kept).
+  int64_t kept_bytes(PieceMode mode) const;
+  // The bytes a lean run does not keep, which its backward makes again.
+  int64_t lean_rebuilt_bytes() const { return can_run_lean() ? std::max<int64_t>(0, retained_bytes - lean_bytes) : 0; }
   int64_t saved_bytes() const { return retained_bytes > output_bytes ? retained_bytes - output_bytes : 0; }
   double recompute_seconds() const { return forward_seconds * rerun_share; }  // estimated
 };
@@ -48,15 +77,26 @@ struct CostModel {
   int64_t base_bytes = 0;
   int64_t activations_none_bytes = 0;  // measured step peak above base, nothing recomputed
   int64_t activations_all_bytes = 0;   // ... everything recomputed (0: unknown, alpha stays 0)
+  int64_t activations_lean_bytes = 0;  // ... every piece that can lean (0: not measured); a cross-check
   double alpha = 0;
   int64_t transient = 0;
-  void calibrate();                                         // sets alpha and transient
-  int64_t peak(const std::vector<bool>& recompute) const;   // the model above
-  double added_seconds(const std::vector<bool>& recompute) const;
+  double lean_seconds_per_byte = 0;  // calibrate_lean
+  void calibrate();                  // sets alpha and transient
+  // Sets lean_seconds_per_byte so that running every piece that can lean
+  // adds `measured_seconds` to a step (what the FLOP count's lean reruns
+  // leave of it, spread over the bytes the lean pieces make again; never
+  // below 0).
+  void calibrate_lean(double measured_seconds);
+  int64_t peak(const PlanModes& modes) const;  // the model above
+  double added_seconds(size_t piece, PieceMode mode) const;
+  double added_seconds(const PlanModes& modes) const;
+  // Every piece in `mode` where it can be (lean: where it can run lean; the
+  // others kept); `forced` pieces keep their mode when `rules` is set.
+  PlanModes all(PieceMode mode, bool rules = false) const;
 };
 
 struct PlannedRecompute {
-  std::vector<bool> recompute;  // per CostModel::pieces
+  PlanModes modes;  // per CostModel::pieces
   int64_t predicted_peak_bytes = 0;
   double added_seconds = 0;
 };
@@ -69,8 +109,8 @@ PlannedRecompute plan_for_budget(const CostModel& costs, int64_t budget_bytes);
 
 // The piece to recompute next after an out-of-memory failure: among those
 // not yet recomputed that free at least 1% of what is still freeable, the
-// one freeing the most bytes per second of recompute. -1 when every piece is
-// already recomputed.
-int next_piece_to_recompute(const CostModel& costs, const std::vector<bool>& recompute);
+// one freeing the most bytes per second of recompute (from what it keeps
+// in its present mode). -1 when every piece is already recomputed.
+int next_piece_to_recompute(const CostModel& costs, const PlanModes& modes);
 
 }  // namespace wg

@@ -2,9 +2,12 @@
 // the run's actual shapes (its planning batch: the one with the most tokens
 // of its first eight, Trainer::planning_batch) with nothing recomputed, where a
 // PieceObserver records, per plan piece, the bytes it keeps for backward
-// (its output included), its output bytes, and its forward time. An
-// analytic estimate from the output shape is kept beside each measurement
-// as a cross-check. Weights are not changed.
+// (its output included), its output bytes, and its forward time; the same
+// with every piece that can run lean lean (runs_lean), alternated with the
+// first, for what each lean piece keeps and what lean adds to the step; and
+// one with everything recomputed. An analytic estimate from the output
+// shape is kept beside each measurement as a cross-check. Weights are not
+// changed.
 //
 // The profiler drives the model through PlanProbe, which the trainer
 // implements; no LibTorch here.
@@ -35,6 +38,9 @@ class PlanProbe {
   virtual int64_t probe_check_batches() = 0;
   // Of a piece's forward FLOPs, the share a recomputation runs again.
   virtual double rerun_share(const PieceKey& key) const = 0;
+  // Of a piece's forward FLOPs, the share a lean run runs again (cheap
+  // attention cores, AdaLayerNorms' first products; 0 for most pieces).
+  virtual double lean_share(const PieceKey& key) const = 0;
   virtual int64_t current_bytes() const = 0;      // held now on the device
   virtual int64_t steady_base_bytes() const = 0;  // held at a step's start once training runs
 };
@@ -53,12 +59,14 @@ class PlanRestorer {
   RecomputePlan saved_;
 };
 
-// `repeats` probes after one warm-up probe; times are medians, bytes from
-// the last probe. The probe's plan is restored afterwards.
+// `repeats` probes with nothing recomputed after one warm-up probe, each
+// followed by one with every piece lean that can be (none where no piece
+// can); times are medians, bytes from the last probe; then one with
+// everything recomputed. The probe's plan is restored afterwards.
 CostModel profile_costs(PlanProbe& probe, int repeats = 3);
 
-// The cost model as a table: piece, kept MiB, output MiB, analytic MiB,
-// forward ms, recompute ms (estimated).
+// The cost model as a table: piece, kept MiB, lean MiB, output MiB,
+// analytic MiB, forward ms, lean ms and recompute ms (both estimated).
 std::string cost_table(const CostModel& costs);
 
 }  // namespace wg

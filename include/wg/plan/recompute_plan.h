@@ -80,6 +80,11 @@ class RecomputePlan {
 // these (a test checks).
 std::vector<PieceKey> model_pieces(const Config& config);
 
+// Whether a piece can run lean (what `selective` runs lean, and the
+// automatic planner's third choice): every block piece, an embed's
+// read-out and an embed's input.
+bool runs_lean(const PieceKey& piece);
+
 // The plan the section settings select (see above). Throws
 // std::invalid_argument naming the key when a block index is out of range.
 RecomputePlan resolve_plan(const std::vector<PieceKey>& pieces, const RecomputeConfig& sections);

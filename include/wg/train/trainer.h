@@ -194,6 +194,7 @@ class TrainerProbe : public PlanProbe {
   int64_t probe(PieceObserver* observer) override { return trainer_.probe(batch_, observer); }
   int64_t probe_check_batches() override { return trainer_.probe_peak_or_oom(candidates_); }
   double rerun_share(const PieceKey& key) const override;
+  double lean_share(const PieceKey& key) const override;
   int64_t current_bytes() const override;
   int64_t steady_base_bytes() const override { return trainer_.steady_base_bytes(); }
   const BuiltBatch& batch() const { return batch_; }  // the batch it profiles (Trainer::planning_batch)
@@ -202,7 +203,7 @@ class TrainerProbe : public PlanProbe {
   Trainer& trainer_;
   std::vector<BuiltBatch> candidates_;  // Trainer::planning_candidates
   BuiltBatch batch_;
-  std::map<std::string, double> rerun_share_;  // by piece key, from the FLOP count of batch_
+  std::map<std::string, double> rerun_share_, lean_share_;  // by piece key, from the FLOP count of batch_
 };
 
 // gradient_checkpointing.policy auto on this rank: measures the costs with
