@@ -22,7 +22,8 @@
 // prediction's error), and on the other batches of 0-2 (whether a plan
 // made on one batch fits others).
 //
-//   bench_recompute_modes [--config F]... [--set K=V]... [--steps N] [--warmup N] [--out FILE]
+//   bench_recompute_modes [--config F]... [--set K=V]... [--steps N] [--warmup N] [--rows alone,all,default,auto]
+//                         [--out FILE]
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -35,6 +36,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -106,7 +108,15 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "measured steps per plan")->capture_default_str();
   app.add_option("--warmup", warmup, "warm-up steps per plan")->capture_default_str();
   app.add_option("--out", out, "JSON results")->capture_default_str();
+  std::vector<std::string> group_list = {"alone", "all", "default", "auto"};
+  app.add_option("--rows", group_list,
+                 "plans to run besides none: alone (each section full alone), all (every section "
+                 "selective, every_n=2, full), default (#1168), auto (automatic plans)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"alone", "all", "default", "auto"}))
+      ->capture_default_str();
   bench::parse_or_exit(app, argc, argv);
+  const std::set<std::string> groups(group_list.begin(), group_list.end());
   bench::default_config(sources);
   spdlog::set_level(spdlog::level::warn);
   install_counting_allocator();
@@ -132,14 +142,17 @@ int main(int argc, char** argv) {
   const RecomputeConfig none = every_section(RecomputeMode::None);
   add("none", plan_for(none));
   for (const auto& s : recompute_sections()) {
+    if (!groups.count("alone")) break;
     RecomputeConfig rc = none;
     rc.*(s.field) = SectionRecompute{true, RecomputeMode::Full, 1, {}, {}};
     add(s.name + " alone", plan_for(rc));
   }
-  add("all selective", plan_for(every_section(RecomputeMode::Selective)));
-  add("all every_n=2", plan_for(every_section(RecomputeMode::EveryN, 2)));
-  add("all full", plan_for(every_section(RecomputeMode::Full)));
-  add("default (#1168)", plan_for(RecomputeConfig{}));
+  if (groups.count("all")) {
+    add("all selective", plan_for(every_section(RecomputeMode::Selective)));
+    add("all every_n=2", plan_for(every_section(RecomputeMode::EveryN, 2)));
+    add("all full", plan_for(every_section(RecomputeMode::Full)));
+  }
+  if (groups.count("default")) add("default (#1168)", plan_for(RecomputeConfig{}));
 
   // Budgets from none and full trained alone.
   const AlonePeaks none_alone = alone_peaks(base, rows.front().plan, 2);
@@ -150,6 +163,7 @@ int main(int argc, char** argv) {
   // step peak (the peak above what a step starts with: parameters and
   // AdamW's moments).
   for (const double fraction : {0.25, 0.5, 0.75, -1.0}) {
+    if (!groups.count("auto")) break;
     AutoPlan a;
     char name[64];
     if (fraction > 0) {
@@ -253,6 +267,7 @@ int main(int argc, char** argv) {
                     {"threads", threads},
                     {"steps", steps},
                     {"warmup", warmup},
+                    {"rows", group_list},
                     {"batch_size_per_gpu", base.batch_size_per_gpu},
                     {"none_alone_peak_bytes", none_peak},
                     {"planning_step", none_alone.planning_step},

@@ -20,12 +20,32 @@ int64_t PieceCost::kept_bytes(PieceMode mode) const {
 }
 
 namespace {
-// max_p (prefix of kept bytes + (1 + alpha) retained_p), the peak above base
-// without the transient.
-int64_t activation_peak(const std::vector<PieceCost>& pieces, const PlanModes& modes, double alpha) {
+// What piece p's backward holds besides the pieces before it: its
+// activations and temporaries, (1 + alpha) times what it keeps without
+// recomputation (alpha for a recomputed piece, alpha_kept for the others),
+// and the gradients of the pieces after it.
+struct OwnBytes {
+  std::vector<int64_t> kept, recomputed;  // per piece
+  int64_t at(size_t i, PieceMode mode) const { return mode == PieceMode::Recompute ? recomputed[i] : kept[i]; }
+};
+OwnBytes own_bytes(const std::vector<PieceCost>& pieces, double alpha, double alpha_kept) {
+  OwnBytes own{std::vector<int64_t>(pieces.size()), std::vector<int64_t>(pieces.size())};
+  int64_t gradients = 0;
+  for (size_t i = pieces.size(); i-- > 0;) {
+    const double r = double(pieces[i].retained_bytes);
+    own.kept[i] = int64_t(std::llround((1 + alpha_kept) * r)) + gradients;
+    own.recomputed[i] = int64_t(std::llround((1 + alpha) * r)) + gradients;
+    gradients += pieces[i].gradient_bytes;
+  }
+  return own;
+}
+
+// max_p (prefix of kept bytes + own_p), the peak above base without the transient.
+int64_t activation_peak(const std::vector<PieceCost>& pieces, const PlanModes& modes, double alpha, double alpha_kept) {
+  const OwnBytes own = own_bytes(pieces, alpha, alpha_kept);
   int64_t prefix = 0, worst = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
-    worst = std::max(worst, prefix + int64_t(std::llround((1 + alpha) * double(pieces[i].retained_bytes))));
+    worst = std::max(worst, prefix + own.at(i, modes.at(i)));
     prefix += pieces[i].kept_bytes(modes.at(i));
   }
   return worst;
@@ -47,18 +67,29 @@ PlanModes CostModel::all(PieceMode mode, bool rules) const {
 }
 
 void CostModel::calibrate() {
-  const PlanModes none = all(PieceMode::Keep), every = all(PieceMode::Recompute);
-  alpha = 0;
-  if (activations_all_bytes > 0) {
-    double best_err = std::numeric_limits<double>::infinity();
-    for (int i = 0; i <= 400; ++i) {  // alpha in [0, 4]
-      const double a = i / 100.0;
-      const int64_t t = activations_none_bytes - activation_peak(pieces, none, a);
-      const double err = std::abs(double(activation_peak(pieces, every, a) + t - activations_all_bytes));
-      if (err < best_err) { best_err = err; alpha = a; }
+  const PlanModes none = all(PieceMode::Keep), lean = all(PieceMode::Lean), every = all(PieceMode::Recompute);
+  // The alpha in [0, 4] that makes `plan` peak at `measured` when `transient` is set from none's peak.
+  auto fit = [&](const PlanModes& plan, int64_t measured, bool kept_too) {
+    double best = 0, best_err = std::numeric_limits<double>::infinity();
+    for (int i = 0; i <= 400; ++i) {
+      const double a = i / 100.0, k = kept_too ? a : alpha_kept;
+      const int64_t t = activations_none_bytes - activation_peak(pieces, none, a, k);
+      const double err = std::abs(double(activation_peak(pieces, plan, a, k) + t - measured));
+      if (err < best_err) {
+        best_err = err;
+        best = a;
+      }
     }
+    return best;
+  };
+  alpha = alpha_kept = 0;
+  const bool any_lean = lean != none && activations_lean_bytes > 0;
+  if (any_lean) alpha_kept = fit(lean, activations_lean_bytes, true);  // none and lean recompute nothing
+  if (activations_all_bytes > 0) {
+    alpha = fit(every, activations_all_bytes, !any_lean);
+    if (!any_lean) alpha_kept = alpha;
   }
-  transient = activations_none_bytes - activation_peak(pieces, none, alpha);
+  transient = activations_none_bytes - activation_peak(pieces, none, alpha, alpha_kept);
 }
 
 void CostModel::calibrate_lean(double measured_seconds) {
@@ -73,7 +104,7 @@ void CostModel::calibrate_lean(double measured_seconds) {
 }
 
 int64_t CostModel::peak(const PlanModes& modes) const {
-  return base_bytes + activation_peak(pieces, modes, alpha) + transient;
+  return base_bytes + activation_peak(pieces, modes, alpha, alpha_kept) + transient;
 }
 
 double CostModel::added_seconds(size_t i, PieceMode mode) const {
@@ -109,8 +140,9 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
     out.predicted_peak_bytes = c.peak(out.modes);
     return out;
   }
-  // Room for activations: peak <= budget  <=>  prefix_p + retained_p <= room for every p.
+  // Room for activations: peak <= budget  <=>  prefix_p + own_p <= room for every p.
   const int64_t room = budget - c.base_bytes - c.transient;
+  const OwnBytes own = own_bytes(c.pieces, c.alpha, c.alpha_kept);
   int64_t total = 0;
   for (const auto& p : c.pieces) total += p.retained_bytes;
   const double unit = std::max(1.0, double(total) / kPlannerGrid);
@@ -134,9 +166,9 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
       if (dp[s] == inf) continue;
       const int w = int(s / 2);
       const bool must_lean = s % 2 == 1;
-      // this piece's backward holds the prefix plus all its activations
-      if (double(w) * unit + (1 + c.alpha) * double(p.retained_bytes) > double(room)) continue;
       for (const PieceMode mode : kModes) {
+        // this piece's backward holds the prefix, all its activations and the gradients so far
+        if (double(w) * unit + double(own.at(i, mode)) > double(room)) continue;
         if (p.forced ? mode != *p.forced : (mode == PieceMode::Lean && !p.can_run_lean())) continue;
         if (must_lean && mode != PieceMode::Lean) continue;
         const int to_w = std::min(W, w + up(p.kept_bytes(mode)));

@@ -28,6 +28,7 @@ class Recorder : public PieceObserver {
     e.retained += probe_.current_bytes() - start_bytes_;
     const int64_t x = out.bytes();
     e.output += x;
+    e.gradient = std::max(e.gradient, out.gradient_bytes);  // the same parameters at every call
     // Analytic: attention keeps ~ (norm, q, k, v, q/k norms, context) 7 copies
     // of its input plus the head scores; an MLP its norm output and 2 x 2
     // hidden-width tensors. The output shape tells the input's.
@@ -42,7 +43,7 @@ class Recorder : public PieceObserver {
   }
   struct Entry {
     double seconds = 0;
-    int64_t retained = 0, output = 0, analytic = 0;
+    int64_t retained = 0, output = 0, analytic = 0, gradient = 0;
   };
   std::map<std::string, Entry> entries;
 
@@ -100,6 +101,7 @@ CostModel profile_costs(PlanProbe& probe, int repeats) {
       if (const auto it = rec.entries.find(key.str()); it != rec.entries.end()) {
         p.retained_bytes = it->second.retained;
         p.output_bytes = it->second.output;
+        p.gradient_bytes = it->second.gradient;
         p.analytic_bytes = it->second.analytic;
         times[key.str()].push_back(it->second.seconds);
       }
@@ -135,8 +137,8 @@ CostModel profile_costs(PlanProbe& probe, int repeats) {
 
 std::string cost_table(const CostModel& c) {
   std::string out =
-      "piece                          kept MiB  lean MiB  output MiB  analytic MiB  forward ms  lean ms  recompute "
-      "ms\n";
+      "piece                          kept MiB  lean MiB  output MiB  grad MiB  analytic MiB  forward ms  lean ms  "
+      "recompute ms\n";
   char line[400];
   for (size_t i = 0; i < c.pieces.size(); ++i) {
     const PieceCost& p = c.pieces[i];
@@ -145,19 +147,20 @@ std::string cost_table(const CostModel& c) {
       std::snprintf(lean_mib, sizeof lean_mib, "%9.2f", double(p.lean_bytes) / kMiB);
       std::snprintf(lean_ms, sizeof lean_ms, "%8.3f", c.added_seconds(i, PieceMode::Lean) * 1e3);
     }
-    std::snprintf(line, sizeof line, "%-30s %9.2f %s %11.2f %13.2f %11.3f %s %13.3f\n", p.key.str().c_str(),
+    std::snprintf(line, sizeof line, "%-30s %9.2f %s %11.2f %9.2f %13.2f %11.3f %s %13.3f\n", p.key.str().c_str(),
                   double(p.retained_bytes) / kMiB, lean_mib, double(p.output_bytes) / kMiB,
-                  double(p.analytic_bytes) / kMiB, p.forward_seconds * 1e3, lean_ms, p.recompute_seconds() * 1e3);
+                  double(p.gradient_bytes) / kMiB, double(p.analytic_bytes) / kMiB, p.forward_seconds * 1e3, lean_ms,
+                  p.recompute_seconds() * 1e3);
     out += line;
   }
   std::snprintf(line, sizeof line,
                 "held at step start %.2f MiB; step peak above it %.2f MiB with nothing, %.2f MiB with everything "
-                "recomputed, %.2f MiB with every piece that can lean (predicted %.2f); calibrated alpha %.2f, "
-                "transient %.2f MiB, lean reruns %.3f ms/MiB made again",
+                "recomputed, %.2f MiB with every piece that can lean (predicted %.2f); calibrated alpha %.2f "
+                "(kept and lean %.2f), transient %.2f MiB, lean reruns %.3f ms/MiB made again",
                 double(c.base_bytes) / kMiB, double(c.activations_none_bytes) / kMiB,
                 double(c.activations_all_bytes) / kMiB, double(c.activations_lean_bytes) / kMiB,
-                double(c.peak(c.all(PieceMode::Lean)) - c.base_bytes) / kMiB, c.alpha, double(c.transient) / kMiB,
-                c.lean_seconds_per_byte * 1e3 * kMiB);
+                double(c.peak(c.all(PieceMode::Lean)) - c.base_bytes) / kMiB, c.alpha, c.alpha_kept,
+                double(c.transient) / kMiB, c.lean_seconds_per_byte * 1e3 * kMiB);
   return out + line;
 }
 

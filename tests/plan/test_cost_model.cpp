@@ -68,6 +68,14 @@ TEST(MemoryPlanner, PeakModel) {
   EXPECT_EQ(c.peak({L, K}), 100 + std::max<int64_t>(50, 30 + 40) + 5);
   EXPECT_DOUBLE_EQ(c.added_seconds({L, K}), 1.0 * 0.1 + 0.01 * 20);
   EXPECT_EQ(c.all(L), (PlanModes{L, K}));
+  // Gradients: b's backward runs first and leaves 30 bytes of them, held
+  // while a's runs (a's own 20 come at its end, as its activations go).
+  c.pieces[0].gradient_bytes = 20;
+  c.pieces[1].gradient_bytes = 300;
+  EXPECT_EQ(c.peak({K, K}), 100 + std::max<int64_t>(50 + 300, 50 + 40) + 5);
+  c.pieces[1].gradient_bytes = 30;
+  EXPECT_EQ(c.peak({K, K}), 100 + std::max<int64_t>(50 + 30, 50 + 40) + 5);
+  EXPECT_EQ(c.peak({R, K}), 100 + std::max<int64_t>(50 + 30, 10 + 40) + 5);
 }
 
 // The lean pieces' measured time, less what the FLOP count says their
@@ -110,6 +118,33 @@ std::vector<PlanModes> every_plan(int n) {
     plans.swap(longer);
   }
   return plans;
+}
+
+// With a lean probe, kept and lean pieces get their own alpha (from the
+// peaks with nothing and with every piece lean), recomputed ones theirs
+// (from the peak with everything recomputed): peaks made by the model with
+// known values give them back.
+TEST(MemoryPlanner, CalibrationWithALeanProbeReproducesAllThreePeaks) {
+  CostModel c;
+  c.pieces = {{key("a"), 500, 100, 1.0}, {key("b"), 400, 50, 2.0}, {key("c"), 300, 60, 1.0}};
+  c.pieces[0].lean_bytes = 200;
+  c.pieces[1].lean_bytes = 150;
+  c.pieces[0].gradient_bytes = 70;
+  c.pieces[2].gradient_bytes = 90;
+  c.alpha = 0.75;
+  c.alpha_kept = 0.25;
+  c.transient = 40;
+  c.activations_none_bytes = c.peak(c.all(K));
+  c.activations_lean_bytes = c.peak(c.all(L));
+  c.activations_all_bytes = c.peak(c.all(R));
+  c.alpha = c.alpha_kept = 0;
+  c.transient = 0;
+  c.calibrate();
+  EXPECT_NEAR(c.alpha_kept, 0.25, 0.011);
+  EXPECT_NEAR(c.alpha, 0.75, 0.011);
+  EXPECT_NEAR(double(c.transient), 40.0, 6.0);
+  EXPECT_NEAR(double(c.peak(c.all(L))), double(c.activations_lean_bytes), 6.0);
+  EXPECT_NEAR(double(c.peak(c.all(R))), double(c.activations_all_bytes), 6.0);
 }
 
 TEST(MemoryPlanner, ChoosesTheFastestPlanThatFitsExhaustiveCheck) {

@@ -132,6 +132,15 @@ TEST(AutoPlan, CostsAreMeasuredForEveryPiece) {
     }
   }
   EXPECT_GT(m.activations_none_bytes, 0);
+  // Gradients: every piece here has parameters, and the pieces' are among the model's.
+  int64_t gradients = 0, parameters = 0;
+  for (const auto& p : m.pieces) {
+    EXPECT_GT(p.gradient_bytes, 0) << p.key.str();
+    gradients += p.gradient_bytes;
+  }
+  for (const auto& p : t.model()->parameters()) parameters += p.numel() * int64_t(p.element_size());
+  EXPECT_LE(gradients, parameters);
+  EXPECT_GT(gradients, parameters / 2);
   // Every piece that can run lean lean: between everything recomputed and nothing, as the model says within 10 %.
   EXPECT_LT(m.activations_lean_bytes, m.activations_none_bytes);
   EXPECT_GT(m.activations_lean_bytes, m.activations_all_bytes);

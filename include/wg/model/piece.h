@@ -100,6 +100,16 @@ inline torch::Tensor run_one(const Piece& p, const torch::Tensor& x) {
       [fn = p.fn](const torch::Tensor& t) { return fn(t, Saving::Rerun); });
 }
 
+// The bytes of the gradients a piece's backward leaves for the optimizer:
+// its parameters' (leaf tensors that need gradients; not the activations
+// it reads, such as a cross-attention's keys, whose gradients pass on).
+inline int64_t gradient_bytes(const Piece& p) {
+  int64_t bytes = 0;
+  for (const torch::Tensor& t : p.params)
+    if (t.defined() && t.requires_grad() && t.is_leaf()) bytes += t.numel() * int64_t(t.element_size());
+  return bytes;
+}
+
 // Runs the pieces in order; the one call site of the plan in each section.
 // Where a lean piece says how to make its output again and the next one,
 // lean too, takes that, the next one keeps that instead (Piece).
@@ -119,7 +129,7 @@ inline torch::Tensor run_pieces(const std::vector<Piece>& pieces, torch::Tensor 
       x = run_one(p, x);
     }
     again = std::move(out_again);
-    if (observer) observer->after(p.key, PieceOutput{x.sizes().vec(), int64_t(x.element_size())});
+    if (observer) observer->after(p.key, PieceOutput{x.sizes().vec(), int64_t(x.element_size()), gradient_bytes(p)});
   }
   return x;
 }

@@ -11,12 +11,18 @@
 // Peak model (bytes). Pieces run in plan-key order (forward order). A piece
 // keeps K_p for backward: retained_p kept, lean_p lean, only its output
 // recomputed. When backward reaches piece p, the pieces before it still
-// hold their K, and p holds all its activations (kept or rebuilt) plus
-// gradient temporaries in proportion to them, so
-//   peak(S) = base + max_p ( sum_{q<p} K_q(S) + (1 + alpha) retained_p ) + transient
-// base: held at step start; alpha and transient (loss, glue outside the
-// pieces) are calibrated so that the model reproduces both measured peaks,
-// with nothing and with everything recomputed.
+// hold their K, p holds all its activations (kept or rebuilt) plus
+// gradient temporaries in proportion to them, and the parameters'
+// gradients G of the pieces after it are held, so
+//   peak(S) = base + max_p ( sum_{q<p} K_q(S) + (1 + a_p) retained_p + sum_{q>p} G_q ) + transient
+// (a step sets the gradients to none, so backward allocates them again);
+// a_p is alpha where p is recomputed (its rerun's activations and its
+// backward's at once), alpha_kept where not. base: held at step start;
+// transient (loss, glue outside the pieces), alpha_kept and alpha are
+// calibrated so that the model reproduces the measured peaks with nothing
+// recomputed, with every piece that can lean lean, and with everything
+// recomputed (without lean pieces, one alpha for both from the first and
+// the last).
 //
 // Time added to a step: a recomputed piece, forward_seconds_p ·
 // rerun_share_p (a recomputation leaves out the piece's last product, and
@@ -54,6 +60,7 @@ struct PieceCost {
   double forward_seconds = 0; // one forward of the piece
   double rerun_share = 1;     // of its FLOPs, what a recomputation runs again (wg/model/flops.h)
   int64_t lean_bytes = -1;    // kept when it runs lean, output included; -1: it cannot run lean
+  int64_t gradient_bytes = 0;  // its parameters' gradients, held from its backward to the optimizer step
   double lean_share = 0;      // of its FLOPs, what a lean run runs again (wg/model/flops.h)
   // Lean only together with the next piece lean: an embed's input, whose
   // output a lean block 0 attention makes again instead of keeping it
@@ -78,10 +85,10 @@ struct CostModel {
   int64_t activations_none_bytes = 0;  // measured step peak above base, nothing recomputed
   int64_t activations_all_bytes = 0;   // ... everything recomputed (0: unknown, alpha stays 0)
   int64_t activations_lean_bytes = 0;  // ... every piece that can lean (0: not measured); a cross-check
-  double alpha = 0;
+  double alpha = 0, alpha_kept = 0;
   int64_t transient = 0;
   double lean_seconds_per_byte = 0;  // calibrate_lean
-  void calibrate();                  // sets alpha and transient
+  void calibrate();                  // sets alpha, alpha_kept and transient
   // Sets lean_seconds_per_byte so that running every piece that can lean
   // adds `measured_seconds` to a step (what the FLOP count's lean reruns
   // leave of it, spread over the bytes the lean pieces make again; never

@@ -2,7 +2,8 @@
 // the run's actual shapes (its planning batch: the one with the most tokens
 // of its first eight, Trainer::planning_batch) with nothing recomputed, where a
 // PieceObserver records, per plan piece, the bytes it keeps for backward
-// (its output included), its output bytes, and its forward time; the same
+// (its output included), its output bytes, its parameters' gradient bytes,
+// and its forward time; the same
 // with every piece that can run lean lean (runs_lean), alternated with the
 // first, for what each lean piece keeps and what lean adds to the step; and
 // one with everything recomputed. An analytic estimate from the output
@@ -66,7 +67,8 @@ class PlanRestorer {
 CostModel profile_costs(PlanProbe& probe, int repeats = 3);
 
 // The cost model as a table: piece, kept MiB, lean MiB, output MiB,
-// analytic MiB, forward ms, lean ms and recompute ms (both estimated).
+// gradient MiB, analytic MiB, forward ms, lean ms and recompute ms (both
+// estimated).
 std::string cost_table(const CostModel& costs);
 
 }  // namespace wg

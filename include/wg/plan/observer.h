@@ -14,6 +14,7 @@ namespace wg {
 struct PieceOutput {
   std::vector<int64_t> sizes;
   int64_t element_size = 0;
+  int64_t gradient_bytes = 0;  // its parameters' gradients, which its backward leaves for the optimizer
   int64_t bytes() const {
     int64_t n = element_size;
     for (int64_t s : sizes) n *= s;
