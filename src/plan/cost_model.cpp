@@ -68,14 +68,15 @@ PlanModes CostModel::all(PieceMode mode, bool rules) const {
 
 void CostModel::calibrate() {
   const PlanModes none = all(PieceMode::Keep), lean = all(PieceMode::Lean), every = all(PieceMode::Recompute);
-  // The alpha in [0, 4] that makes `plan` peak at `measured` when `transient` is set from none's peak.
-  auto fit = [&](const PlanModes& plan, int64_t measured, bool kept_too) {
+  // The alpha in [lowest / 100, 4] that makes `plan` peak at `measured`
+  // when `transient` is set from none's peak.
+  auto fit = [&](const PlanModes& plan, int64_t measured, bool kept_too, int lowest) {
     double best = 0, best_err = std::numeric_limits<double>::infinity();
-    for (int i = 0; i <= 400; ++i) {
+    for (int i = lowest; i <= 400; ++i) {
       const double a = i / 100.0, k = kept_too ? a : alpha_kept;
       const int64_t t = activations_none_bytes - activation_peak(pieces, none, a, k);
       const double err = std::abs(double(activation_peak(pieces, plan, a, k) + t - measured));
-      if (err < best_err) {
+      if (err < best_err || (err == best_err && std::abs(a) < std::abs(best))) {  // ties: the nearest to 0
         best_err = err;
         best = a;
       }
@@ -84,9 +85,12 @@ void CostModel::calibrate() {
   };
   alpha = alpha_kept = 0;
   const bool any_lean = lean != none && activations_lean_bytes > 0;
-  if (any_lean) alpha_kept = fit(lean, activations_lean_bytes, true);  // none and lean recompute nothing
+  // None and lean recompute nothing. Below 0: a kept or lean piece's
+  // backward lets some of its activations go before its peak (an MLP its
+  // hidden activations once their weight's gradient is made).
+  if (any_lean) alpha_kept = fit(lean, activations_lean_bytes, true, -50);
   if (activations_all_bytes > 0) {
-    alpha = fit(every, activations_all_bytes, !any_lean);
+    alpha = fit(every, activations_all_bytes, !any_lean, 0);
     if (!any_lean) alpha_kept = alpha;
   }
   transient = activations_none_bytes - activation_peak(pieces, none, alpha, alpha_kept);

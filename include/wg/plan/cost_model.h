@@ -17,7 +17,8 @@
 //   peak(S) = base + max_p ( sum_{q<p} K_q(S) + (1 + a_p) retained_p + sum_{q>p} G_q ) + transient
 // (a step sets the gradients to none, so backward allocates them again);
 // a_p is alpha where p is recomputed (its rerun's activations and its
-// backward's at once), alpha_kept where not. base: held at step start;
+// backward's at once), alpha_kept where not (from -0.5: a piece's backward
+// can let some of its activations go before its peak). base: held at step start;
 // transient (loss, glue outside the pieces), alpha_kept and alpha are
 // calibrated so that the model reproduces the measured peaks with nothing
 // recomputed, with every piece that can lean lean, and with everything
