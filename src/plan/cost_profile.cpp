@@ -153,14 +153,18 @@ std::string cost_table(const CostModel& c) {
                   p.recompute_seconds() * 1e3);
     out += line;
   }
+  char lean[160] = "";
+  if (c.activations_lean_bytes > 0)
+    std::snprintf(lean, sizeof lean, ", %.2f MiB with every piece that can lean lean (predicted %.2f)",
+                  double(c.activations_lean_bytes) / kMiB,
+                  double(c.peak(c.all(PieceMode::Lean)) - c.base_bytes) / kMiB);
   std::snprintf(line, sizeof line,
                 "held at step start %.2f MiB; step peak above it %.2f MiB with nothing, %.2f MiB with everything "
-                "recomputed, %.2f MiB with every piece that can lean (predicted %.2f); calibrated alpha %.2f "
-                "(kept and lean %.2f), transient %.2f MiB, lean reruns %.3f ms/MiB made again",
+                "recomputed%s; calibrated alpha %.2f (kept and lean %.2f), transient %.2f MiB, lean reruns %.3f ms "
+                "per MiB made again",
                 double(c.base_bytes) / kMiB, double(c.activations_none_bytes) / kMiB,
-                double(c.activations_all_bytes) / kMiB, double(c.activations_lean_bytes) / kMiB,
-                double(c.peak(c.all(PieceMode::Lean)) - c.base_bytes) / kMiB, c.alpha, c.alpha_kept,
-                double(c.transient) / kMiB, c.lean_seconds_per_byte * 1e3 * kMiB);
+                double(c.activations_all_bytes) / kMiB, lean, c.alpha, c.alpha_kept, double(c.transient) / kMiB,
+                c.lean_seconds_per_byte * 1e3 * kMiB);
   return out + line;
 }
 
