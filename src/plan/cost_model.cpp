@@ -40,19 +40,27 @@ OwnBytes own_bytes(const std::vector<PieceCost>& pieces, double alpha, double al
   return own;
 }
 
-// max_p (prefix of kept bytes + own_p), the peak above base without the transient.
-int64_t activation_peak(const std::vector<PieceCost>& pieces, const PlanModes& modes, double alpha, double alpha_kept) {
-  const OwnBytes own = own_bytes(pieces, alpha, alpha_kept);
+// max_p (prefix of kept bytes + own_p), the peak above base without the
+// transient; at least all that is kept at the end of forward.
+int64_t activation_peak(const CostModel& c, const PlanModes& modes, double alpha, double alpha_kept) {
+  const OwnBytes own = own_bytes(c.pieces, alpha, alpha_kept);
   int64_t prefix = 0, worst = 0;
-  for (size_t i = 0; i < pieces.size(); ++i) {
+  for (size_t i = 0; i < c.pieces.size(); ++i) {
     worst = std::max(worst, prefix + own.at(i, modes.at(i)));
-    prefix += pieces[i].kept_bytes(modes.at(i));
+    prefix += c.kept_bytes(modes, i);
   }
-  return worst;
+  return std::max(worst, prefix);
 }
 
 constexpr PieceMode kModes[] = {PieceMode::Keep, PieceMode::Lean, PieceMode::Recompute};
 }  // namespace
+
+int64_t CostModel::kept_bytes(const PlanModes& modes, size_t i) const {
+  const PieceCost& p = pieces.at(i);
+  const bool alone = p.lean_with_next && modes.at(i) == PieceMode::Lean &&
+                     (i + 1 == pieces.size() || modes.at(i + 1) != PieceMode::Lean);
+  return p.kept_bytes(modes.at(i)) + (alone ? p.output_bytes : 0);  // alone, nothing makes its output again
+}
 
 PlanModes CostModel::all(PieceMode mode, bool rules) const {
   PlanModes out;
@@ -74,8 +82,8 @@ void CostModel::calibrate() {
     double best = 0, best_err = std::numeric_limits<double>::infinity();
     for (int i = lowest; i <= 400; ++i) {
       const double a = i / 100.0, k = kept_too ? a : alpha_kept;
-      const int64_t t = activations_none_bytes - activation_peak(pieces, none, a, k);
-      const double err = std::abs(double(activation_peak(pieces, plan, a, k) + t - measured));
+      const int64_t t = activations_none_bytes - activation_peak(*this, none, a, k);
+      const double err = std::abs(double(activation_peak(*this, plan, a, k) + t - measured));
       if (err < best_err || (err == best_err && std::abs(a) < std::abs(best))) {  // ties: the nearest to 0
         best_err = err;
         best = a;
@@ -93,7 +101,7 @@ void CostModel::calibrate() {
     alpha = fit(every, activations_all_bytes, !any_lean, 0);
     if (!any_lean) alpha_kept = alpha;
   }
-  transient = activations_none_bytes - activation_peak(pieces, none, alpha, alpha_kept);
+  transient = activations_none_bytes - activation_peak(*this, none, alpha, alpha_kept);
 }
 
 void CostModel::calibrate_lean(double measured_seconds) {
@@ -108,7 +116,7 @@ void CostModel::calibrate_lean(double measured_seconds) {
 }
 
 int64_t CostModel::peak(const PlanModes& modes) const {
-  return base_bytes + activation_peak(pieces, modes, alpha, alpha_kept) + transient;
+  return base_bytes + activation_peak(*this, modes, alpha, alpha_kept) + transient;
 }
 
 double CostModel::added_seconds(size_t i, PieceMode mode) const {
@@ -129,15 +137,32 @@ double CostModel::added_seconds(const PlanModes& modes) const {
   return t;
 }
 
+namespace {
+// The plan that keeps the least: every piece recomputed that no rule
+// fixes, but a lean_with_next piece and the next lean where that keeps less.
+PlanModes smallest_plan(const CostModel& c) {
+  PlanModes modes = c.all(PieceMode::Recompute, true);
+  for (size_t i = 0; i + 1 < c.pieces.size(); ++i) {
+    const PieceCost &p = c.pieces[i], &q = c.pieces[i + 1];
+    if (!p.lean_with_next || p.forced || q.forced || !p.can_run_lean() || !q.can_run_lean()) continue;
+    PlanModes pair = modes;
+    pair[i] = pair[i + 1] = PieceMode::Lean;
+    if (c.peak(pair) < c.peak(modes)) modes = pair;
+  }
+  return modes;
+}
+}  // namespace
+
 PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
   const size_t n = c.pieces.size();
   PlannedRecompute out;
-  const PlanModes smallest = c.all(PieceMode::Recompute, true);
+  const PlanModes smallest = smallest_plan(c);
   if (c.peak(smallest) > budget)
-    throw std::invalid_argument("memory budget of " + std::to_string(budget) + " bytes (" +
-                                std::to_string(double(budget) / kGiB) +
-                                " GiB) is below the smallest predicted step peak, " + std::to_string(c.peak(smallest)) +
-                                " bytes with every piece recomputed (that a rule does not fix)");
+    throw std::invalid_argument(
+        "memory budget of " + std::to_string(budget) + " bytes (" + std::to_string(double(budget) / kGiB) +
+        " GiB) is below the smallest predicted step peak, " + std::to_string(c.peak(smallest)) +
+        " bytes with every piece recomputed (that a rule does not fix; an embed's input and its first "
+        "attention lean where that keeps less)");
   out.modes = c.all(PieceMode::Keep, true);
   if (c.peak(out.modes) <= budget) {  // nothing (more) to recompute
     out.added_seconds = c.added_seconds(out.modes);
@@ -151,11 +176,21 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
   for (const auto& p : c.pieces) total += p.retained_bytes;
   const double unit = std::max(1.0, double(total) / kPlannerGrid);
   auto up = [&](int64_t b) { return int(std::ceil(double(b) / unit)); };  // kept bytes: rounded up
-  const int W = up(total) + 1;
+  // Where the piece before is lean only with this one and lean, this one
+  // not lean adds that piece's output to what is kept before it.
+  auto unfreed = [&](size_t i, bool pending, PieceMode mode) {
+    return pending && mode != PieceMode::Lean ? up(c.pieces[i - 1].output_bytes) : 0;
+  };
+  int W = 0;  // the most grid units any plan keeps: no index is ever clamped
+  for (const PieceCost& p : c.pieces) {
+    int most = 0;
+    for (const PieceMode mode : kModes) most = std::max(most, up(p.kept_bytes(mode)));
+    W += most + (p.lean_with_next ? up(p.output_bytes) : 0);
+  }
   const double inf = std::numeric_limits<double>::infinity();
   // dp[s], s = 2w + f: least added time with w grid units kept by the
-  // pieces so far, f = 1 where the last of them runs lean only with the
-  // next (lean_with_next) and is lean, so that the next must be lean too.
+  // pieces so far, f = 1 where the last of them is lean_with_next and
+  // lean (its output not yet counted: freed if this piece is lean too).
   // choice[i][s]: the mode of piece i on that best way to s (-1: none),
   // from[i][s] the f before it.
   const size_t S = 2 * (size_t(W) + 1);
@@ -168,40 +203,43 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
     std::vector<double> next(S, inf);
     for (size_t s = 0; s < S; ++s) {
       if (dp[s] == inf) continue;
-      const int w = int(s / 2);
-      const bool must_lean = s % 2 == 1;
+      const bool pending = s % 2 == 1;
       for (const PieceMode mode : kModes) {
+        if (p.forced ? mode != *p.forced : (mode == PieceMode::Lean && !p.can_run_lean())) continue;
+        const int w = int(s / 2) + unfreed(i, pending, mode);
         // this piece's backward holds the prefix, all its activations and the gradients so far
         if (double(w) * unit + double(own.at(i, mode)) > double(room)) continue;
-        if (p.forced ? mode != *p.forced : (mode == PieceMode::Lean && !p.can_run_lean())) continue;
-        if (must_lean && mode != PieceMode::Lean) continue;
-        const int to_w = std::min(W, w + up(p.kept_bytes(mode)));
-        const size_t to = 2 * size_t(to_w) + (mode == PieceMode::Lean && p.lean_with_next ? 1 : 0);
+        const size_t to =
+            2 * size_t(w + up(p.kept_bytes(mode))) + (mode == PieceMode::Lean && p.lean_with_next ? 1 : 0);
         const double t = dp[s] + c.added_seconds(i, mode);
         if (t < next[to]) {
           next[to] = t;
           choice[i][to] = static_cast<signed char>(mode);
-          from[i][to] = must_lean ? 1 : 0;
+          from[i][to] = pending ? 1 : 0;
         }
       }
     }
     dp.swap(next);
   }
-  int best = -1;  // over end states with nothing pending
-  for (int w = 0; w <= W; ++w)
-    if (dp[2 * size_t(w)] < inf && (best < 0 || dp[2 * size_t(w)] < dp[2 * size_t(best)])) best = w;
-  if (best < 0) {  // only the grid's rounding stands between the budget and the all-recompute plan
-    out.modes = smallest;
-  } else {
+  size_t best = S;
+  for (size_t s = 0; s < S; ++s)
+    if (dp[s] < inf && (best == S || dp[s] < dp[best])) best = s;
+  out.modes = smallest;  // where no way fits the grid: only its rounding stands between the budget and this plan
+  if (best < S) {
     // Walk back: the state before piece i follows from the choice at i.
-    size_t s = 2 * size_t(best);
-    for (size_t i = n; i-- > 0;) {
+    PlanModes modes(n);
+    size_t s = best;
+    bool complete = true;
+    for (size_t i = n; i-- > 0 && complete;) {
       const signed char k = choice[i][s];
-      const PieceMode mode = k < 0 ? c.pieces[i].forced.value_or(PieceMode::Keep) : static_cast<PieceMode>(k);
-      out.modes[i] = mode;
-      const int w = std::max(0, int(s / 2) - up(c.pieces[i].kept_bytes(mode)));
-      s = 2 * size_t(w) + from[i][s];
+      complete = k >= 0;
+      if (!complete) break;
+      const PieceMode mode = static_cast<PieceMode>(k);
+      modes[i] = mode;
+      const bool pending = from[i][s] == 1;
+      s = 2 * size_t(int(s / 2) - up(c.pieces[i].kept_bytes(mode)) - unfreed(i, pending, mode)) + (pending ? 1 : 0);
     }
+    if (complete) out.modes = modes;
   }
   out.predicted_peak_bytes = c.peak(out.modes);
   out.added_seconds = c.added_seconds(out.modes);
@@ -211,7 +249,14 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
 int next_piece_to_recompute(const CostModel& c, const PlanModes& modes) {
   // What piece i would free, recomputed instead of its present mode.
   auto frees = [&](size_t i) {
-    return std::max<int64_t>(0, c.pieces[i].kept_bytes(modes.at(i)) - c.pieces[i].output_bytes);
+    PlanModes after = modes;
+    after[i] = PieceMode::Recompute;
+    int64_t kept = 0, kept_after = 0;
+    for (size_t j = (i > 0 ? i - 1 : 0); j <= i; ++j) {  // the piece before keeps more where it was lean with i
+      kept += c.kept_bytes(modes, j);
+      kept_after += c.kept_bytes(after, j);
+    }
+    return std::max<int64_t>(0, kept - kept_after);
   };
   auto open = [&](size_t i) { return modes.at(i) != PieceMode::Recompute && !c.pieces[i].forced; };  // rules' stay
   int64_t left = 0;  // bytes the remaining pieces could still free

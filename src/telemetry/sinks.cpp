@@ -33,11 +33,12 @@ void LogSink::on_step(const StepMetrics& m) {
 
 void LogSink::on_end(const RunSummary& s) {
   if (prediction_.peak_bytes > 0)
-    spdlog::info("auto plan: predicted step peak {}, measured {} after the first step ({:+.1f}%), predicted recompute "
-                 "{:.1f} ms/step",
-                 format_bytes(prediction_.peak_bytes), format_bytes(s.steady_peak_bytes),
-                 100.0 * (double(s.steady_peak_bytes) / double(prediction_.peak_bytes) - 1.0),
-                 prediction_.added_seconds * 1e3);
+    spdlog::info(
+        "auto plan: predicted step peak {}, measured {} after the first step ({:+.1f}%), predicted added time (lean "
+        "and recomputed pieces) "
+        "{:.1f} ms/step",
+        format_bytes(prediction_.peak_bytes), format_bytes(s.steady_peak_bytes),
+        100.0 * (double(s.steady_peak_bytes) / double(prediction_.peak_bytes) - 1.0), prediction_.added_seconds * 1e3);
   spdlog::info("summary: {} steps in {:.1f} s, loss {:.5f} (first logged) -> {:.5f} (last logged), "
                "{:.1f} samples/s, peak memory {}, {} skipped steps",
                s.steps, s.seconds, s.first_loss, s.last_loss, s.mean_samples_per_second, format_bytes(s.peak_bytes),

@@ -259,13 +259,14 @@ PlanPrediction plan_automatically(Trainer& trainer, const Config& config, const 
       a.checked_peak_bytes < 0 ? std::string("out of memory") : format_bytes(a.checked_peak_bytes);
   spdlog::info(
       "auto plan for a budget of {} ({}): predicted step peak {}, {} measured on the {} batch(es) it was planned "
-      "from{}, predicted recompute {:.1f} ms/step{}:\n{}",
+      "from{}, predicted added time (lean and recomputed pieces) {:.1f} ms/step{}:\n{}",
       format_bytes(a.budget_bytes), a.plan.summary(), format_bytes(a.predicted_peak_bytes), checked,
       trainer.planning_batch_count(),
-      a.replans == 0 ? std::string() : " (planned " + std::to_string(a.replans + 1) + " times: earlier plans measured over the budget)",
+      a.replans == 0 ? std::string()
+                     : " (planned " + std::to_string(a.replans + 1) + " times: earlier plans measured over the budget)",
       a.added_seconds * 1e3,
-               plan.rules_applied.empty() ? "" : "; per-node rules " + plan.rules_text() + " keep their sections",
-               a.plan.table());
+      plan.rules_applied.empty() ? "" : "; per-node rules " + plan.rules_text() + " keep their sections",
+      a.plan.table());
   if (a.checked_over_budget())
     spdlog::warn("auto plan: {} on the batches it was planned from, over the budget of {} after {} plans; training goes "
                  "on with it (a device's out-of-memory fallback recomputes more where it runs out)",

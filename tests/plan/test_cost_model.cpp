@@ -32,6 +32,7 @@ CostModel random_costs(uint32_t seed, int n, bool lean = false) {
     p.output_bytes = 1000 + rng() % 20000;
     p.retained_bytes = p.output_bytes + rng() % 200000;
     p.forward_seconds = 1e-4 * (1 + rng() % 100);
+    p.gradient_bytes = rng() % 50000;
     if (lean && i % 3 != 2) {
       p.lean_bytes = p.output_bytes + int64_t(rng() % uint32_t(p.retained_bytes - p.output_bytes + 1));
       p.lean_share = 0.01 * double(rng() % 30);
@@ -141,7 +142,7 @@ TEST(MemoryPlanner, CalibrationWithALeanProbeReproducesAllThreePeaks) {
     c.alpha = c.alpha_kept = 0;
     c.transient = 0;
     c.calibrate();
-    EXPECT_NEAR(c.alpha_kept, kept, 0.011);
+    if (kept > 0) EXPECT_NEAR(c.alpha_kept, kept, 0.011);  // below 0 the end of forward can bound the peak
     EXPECT_NEAR(c.alpha, 0.75, 0.011);
     EXPECT_NEAR(double(c.transient), 40.0, 6.0);
     EXPECT_NEAR(double(c.peak(c.all(L))), double(c.activations_lean_bytes), 6.0);
@@ -201,30 +202,42 @@ TEST(MemoryPlanner, LeanBeforeRecomputationWhereItIsCheaper) {
   EXPECT_NEAR(q.added_seconds, 1.2, 1e-12);
 }
 
-// A piece lean only with the next one lean (an embed's input before block
-// 0's attention) is never lean alone. "in" keeps 100 (10 lean, nearly
-// free; 5 recomputed, 1 s); a budget that leaves 50 bytes before the last
-// piece's backward, where the pieces hold all they keep.
-TEST(MemoryPlanner, APieceLeanOnlyWithTheNextIsNeverLeanAlone) {
+// A piece whose lean frees its output only with the next one lean (an
+// embed's input before block 0's attention): lean alone, it keeps its
+// output too. "in" keeps 100, 95 of it its output; lean with "next" lean,
+// 5 (the 95 booked to it, freed), for nearly nothing. A budget that leaves
+// 50 bytes before the last piece's backward.
+TEST(MemoryPlanner, APieceLeanOnlyWithTheNextKeepsItsOutputAlone) {
   CostModel c;
-  c.pieces = {{key("in"), 100, 5, 1.0}, {key("next"), 100, 10, 1.0}, {key("last"), 100, 10, 1.0}};
-  c.pieces[0].lean_bytes = 10;
+  c.pieces = {{key("in"), 100, 95, 1.0}, {key("next"), 100, 10, 1.0}, {key("last"), 100, 10, 1.0}};
+  c.pieces[0].lean_bytes = 5;
   c.pieces[0].lean_share = 0.01;
   c.pieces[0].lean_with_next = true;
-  c.activations_none_bytes = 300;
-  c.calibrate();
-  const int64_t budget = c.base_bytes + 50 + 100 + c.transient;
   c.pieces[1].lean_bytes = 10;
   c.pieces[1].lean_share = 0.5;
+  c.activations_none_bytes = 300;
+  c.calibrate();
+  EXPECT_EQ(c.kept_bytes({L, L, K}, 0), 5);
+  EXPECT_EQ(c.kept_bytes({L, R, K}, 0), 100);  // alone: its output as well
+  EXPECT_EQ(c.kept_bytes({L, K, K}, 0), 100);
+  EXPECT_EQ(c.peak({L, R, K}), c.peak({K, R, K}));
+  const int64_t budget = c.base_bytes + 50 + 100 + c.transient;
   PlannedRecompute p = plan_for_budget(c, budget);
   EXPECT_EQ(p.modes, (PlanModes{L, L, K}));  // 0.51 s
-  c.pieces[1].lean_bytes = -1;               // "next" cannot run lean: both recomputed (2 s), not "in" lean (1.01 s)
-  p = plan_for_budget(c, budget);
-  EXPECT_EQ(p.modes, (PlanModes{R, R, K}));
+  EXPECT_LE(p.predicted_peak_bytes, budget);
+  // "next" cannot run lean: nothing fits 50 (the input keeps 95 at least).
+  c.pieces[1].lean_bytes = -1;
+  EXPECT_THROW(plan_for_budget(c, budget), std::invalid_argument);
+  // With room for the input's output: "in" kept, not lean alone (the same bytes, more time).
+  p = plan_for_budget(c, c.peak({K, R, K}));
+  EXPECT_EQ(p.modes, (PlanModes{K, R, K}));
+  // A rule that fixes "in" lean and "next" recomputed: planned as it is, its output counted.
   c.pieces[1].lean_bytes = 10;
-  c.pieces[1].lean_share = 2.0;  // "next" lean dearer than recomputed: still no "in" lean alone
-  p = plan_for_budget(c, budget);
-  EXPECT_EQ(p.modes, (PlanModes{R, R, K}));
+  c.pieces[0].forced = L;
+  c.pieces[1].forced = R;
+  p = plan_for_budget(c, c.peak({L, R, K}));
+  EXPECT_EQ(p.modes, (PlanModes{L, R, K}));
+  EXPECT_EQ(p.predicted_peak_bytes, c.peak({L, R, K}));
 }
 
 TEST(MemoryPlanner, NothingRecomputedWhenEverythingFits) {
@@ -262,9 +275,12 @@ TEST(MemoryPlanner, FixedPiecesStayFixed) {
   on[1] = K;
   on[3] = L;
   EXPECT_EQ(c.all(R, true), on);
-  const PlannedRecompute tight = plan_for_budget(c, c.peak(on));
-  EXPECT_EQ(tight.modes, on);
-  EXPECT_EQ(next_piece_to_recompute(c, tight.modes), -1);  // all others recomputed, pieces 1 and 3 fixed
+  const PlannedRecompute tight = plan_for_budget(c, c.peak(on));  // the smallest peak the rules allow
+  EXPECT_EQ(tight.modes[0], R);
+  EXPECT_EQ(tight.modes[1], K);
+  EXPECT_EQ(tight.modes[3], L);
+  EXPECT_LE(tight.predicted_peak_bytes, c.peak(on));
+  EXPECT_EQ(next_piece_to_recompute(c, on), -1);  // all others recomputed, pieces 1 and 3 fixed
 }
 
 TEST(MemoryPlanner, NextPieceFreesTheMostBytesPerSecond) {

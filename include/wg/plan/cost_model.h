@@ -35,10 +35,12 @@
 // again: elementwise work the FLOP count leaves out), calibrated so that
 // the sum over every lean piece is what the all-lean probe measured.
 //
-// plan_for_budget is exact over byte amounts on a grid of at most
-// kPlannerGrid steps (rounded to the safe side): a dynamic program over the
-// pieces in order, with the running sum of kept bytes as its state. No
-// LibTorch here: costs come from the profiler (wg/plan/cost_profile.h).
+// plan_for_budget is exact over byte amounts on a grid of steps of
+// 1/kPlannerGrid of all the pieces keep without recomputation (each
+// piece's bytes rounded up, to the safe side): a dynamic program over the
+// pieces in order, with the running sum of kept bytes, and whether the
+// piece before is lean_with_next and lean, as its state. No LibTorch here:
+// costs come from the profiler (wg/plan/cost_profile.h).
 #pragma once
 
 #include <algorithm>
@@ -63,11 +65,11 @@ struct PieceCost {
   int64_t lean_bytes = -1;    // kept when it runs lean, output included; -1: it cannot run lean
   int64_t gradient_bytes = 0;  // its parameters' gradients, held from its backward to the optimizer step
   double lean_share = 0;      // of its FLOPs, what a lean run runs again (wg/model/flops.h)
-  // Lean only together with the next piece lean: an embed's input, whose
-  // output a lean block 0 attention makes again instead of keeping it
-  // (model/piece.h). The profile books what that frees to the input's
-  // lean_bytes, as it is freed only where both are lean, and the planner
-  // makes the input lean only where the next piece is.
+  // Lean frees its output only together with the next piece lean: an
+  // embed's input, whose output a lean block 0 attention makes again
+  // instead of keeping it (model/piece.h). The profile books what that
+  // frees to the input's lean_bytes; lean with the next piece not lean, it
+  // keeps its output as well (CostModel::kept_bytes).
   bool lean_with_next = false;
   int64_t analytic_bytes = -1;  // estimate from shapes (cross-check), -1: none
   std::optional<PieceMode> forced;  // set: fixed by a per-node rule; else the planner chooses
@@ -76,7 +78,6 @@ struct PieceCost {
   int64_t kept_bytes(PieceMode mode) const;
   // The bytes a lean run does not keep, which its backward makes again.
   int64_t lean_rebuilt_bytes() const { return can_run_lean() ? std::max<int64_t>(0, retained_bytes - lean_bytes) : 0; }
-  int64_t saved_bytes() const { return retained_bytes > output_bytes ? retained_bytes - output_bytes : 0; }
   double recompute_seconds() const { return forward_seconds * rerun_share; }  // estimated
 };
 
@@ -85,7 +86,7 @@ struct CostModel {
   int64_t base_bytes = 0;
   int64_t activations_none_bytes = 0;  // measured step peak above base, nothing recomputed
   int64_t activations_all_bytes = 0;   // ... everything recomputed (0: unknown, alpha stays 0)
-  int64_t activations_lean_bytes = 0;  // ... every piece that can lean (0: not measured); a cross-check
+  int64_t activations_lean_bytes = 0;  // ... every piece that can lean lean (0: not measured)
   double alpha = 0, alpha_kept = 0;
   int64_t transient = 0;
   double lean_seconds_per_byte = 0;  // calibrate_lean
@@ -95,6 +96,9 @@ struct CostModel {
   // leave of it, spread over the bytes the lean pieces make again; never
   // below 0).
   void calibrate_lean(double measured_seconds);
+  // What piece i keeps in the plan: its mode's bytes, and its output too
+  // where it is lean_with_next and lean but the next piece is not.
+  int64_t kept_bytes(const PlanModes& modes, size_t i) const;
   int64_t peak(const PlanModes& modes) const;  // the model above
   double added_seconds(size_t piece, PieceMode mode) const;
   double added_seconds(const PlanModes& modes) const;
@@ -116,9 +120,10 @@ constexpr int kPlannerGrid = 20000;
 PlannedRecompute plan_for_budget(const CostModel& costs, int64_t budget_bytes);
 
 // The piece to recompute next after an out-of-memory failure: among those
-// not yet recomputed that free at least 1% of what is still freeable, the
-// one freeing the most bytes per second of recompute (from what it keeps
-// in its present mode). -1 when every piece is already recomputed.
+// not yet recomputed nor fixed by a rule that free at least 1% of what is
+// still freeable, the one freeing the most bytes (from what it keeps in
+// its present mode) per second it adds (its recompute time less the time
+// its present mode adds). -1 when every piece is already recomputed.
 int next_piece_to_recompute(const CostModel& costs, const PlanModes& modes);
 
 }  // namespace wg

@@ -71,7 +71,7 @@ struct RunSummary {
 // What the automatic planner predicted for the run (zero: a manual plan).
 struct PlanPrediction {
   int64_t peak_bytes = 0;
-  double added_seconds = 0;  // recompute time per step
+  double added_seconds = 0;  // time per step its lean and recomputed pieces add
 };
 
 class MetricsSink {
