@@ -230,7 +230,7 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
     PlanModes modes(n);
     size_t s = best;
     bool complete = true;
-    for (size_t i = n; i-- > 0 && complete;) {
+    for (size_t i = n; i-- > 0;) {
       const signed char k = choice[i][s];
       complete = k >= 0;
       if (!complete) break;
