@@ -19,14 +19,14 @@ int64_t auto_budget_bytes(const AutoPlanConfig& c, int64_t available_bytes) {
 }
 
 namespace {
-// The plan for `target`; below the all-recompute prediction, every piece the rules leave to the planner.
-PlannedRecompute plan_or_all(const CostModel& costs, int64_t target) {
+// The plan for `target`; below the smallest plan's prediction, the smallest plan.
+PlannedRecompute plan_or_smallest(const CostModel& costs, int64_t target) {
   try {
     return plan_for_budget(costs, target);
   } catch (const std::invalid_argument&) {
-    PlannedRecompute all;
-    all.modes = costs.all(PieceMode::Recompute, true);
-    return all;
+    PlannedRecompute smallest;
+    smallest.modes = smallest_plan(costs);
+    return smallest;
   }
 }
 }  // namespace
@@ -56,16 +56,15 @@ AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget, const RankPlan& rule
     probe.set_plan(a.plan);
     const int64_t measured = probe.probe_check_batches();
     a.checked_peak_bytes = measured < 0 ? -1 : a.costs.base_bytes + measured;
-    bool everything = true;  // every piece recomputed that the rules do not fix
-    for (size_t i = 0; i < modes.size(); ++i)
-      everything = everything && (modes[i] == PieceMode::Recompute || a.costs.pieces[i].forced);
-    if (!a.checked_over_budget() || a.replans == kPlanChecks || everything) break;
+    // Nothing keeps less than the smallest plan: there is no plan to make again.
+    const bool smallest = modes == smallest_plan(a.costs);
+    if (!a.checked_over_budget() || a.replans == kPlanChecks || smallest) break;
     // The model under-predicted this mix of pieces (or another batch than the profiled one peaks
     // higher) by (checked - predicted): that much less room; after running out, another margin less.
     const int64_t error = measured < 0 ? int64_t(std::ceil(kModelMargin * double(budget)))
                                        : a.checked_peak_bytes - a.predicted_peak_bytes;
     target = std::min(target, a.predicted_peak_bytes) - std::max<int64_t>(1, error);
-    chosen = plan_or_all(a.costs, target);
+    chosen = plan_or_smallest(a.costs, target);
     ++a.replans;
   }
   return a;

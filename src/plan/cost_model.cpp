@@ -137,9 +137,6 @@ double CostModel::added_seconds(const PlanModes& modes) const {
   return t;
 }
 
-namespace {
-// The plan that keeps the least: every piece recomputed that no rule
-// fixes, but a lean_with_next piece and the next lean where that keeps less.
 PlanModes smallest_plan(const CostModel& c) {
   PlanModes modes = c.all(PieceMode::Recompute, true);
   for (size_t i = 0; i + 1 < c.pieces.size(); ++i) {
@@ -151,7 +148,6 @@ PlanModes smallest_plan(const CostModel& c) {
   }
   return modes;
 }
-}  // namespace
 
 PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
   const size_t n = c.pieces.size();

@@ -220,5 +220,85 @@ TEST(AutoPlanCheck, EverythingTheRulesAllowStillOverTheBudgetEndsTheChecks) {
   EXPECT_EQ(a.replans, 1);
 }
 
+// An embed's input, block 0's attention and MLP, as the real model's probe
+// shows them: lean, the input keeps its output until the attention, lean
+// too, lets it go (it makes it again in backward). Backward at piece p
+// holds what the pieces before it keep and all that p keeps unrecomputed.
+class EmbedPairDevice : public PlanProbe {
+ public:
+  EmbedPairDevice()
+      : plan_({PieceKey::io("embed", "E", PieceKind::Input), PieceKey::in_block("embed", "E", 0, PieceKind::Attention),
+               PieceKey::in_block("embed", "E", 0, PieceKind::Mlp)}) {}
+  const RecomputePlan& plan() const override { return plan_; }
+  void set_plan(const RecomputePlan& plan) override { plan_ = plan; }
+  int64_t probe(PieceObserver* observer) override {
+    for (size_t i = 0; i < plan_.size(); ++i) {
+      if (observer) observer->before(plan_.pieces()[i]);
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      held_ += kept(plan_, i);
+      if (observer) observer->after(plan_.pieces()[i], PieceOutput{{kOutput}, 1});
+    }
+    held_ = kBase;
+    return peak(plan_) - kBase;
+  }
+  int64_t probe_check_batches() override {
+    ++checks;
+    const int64_t measured = probe(nullptr);
+    return out_of_memory ? -1 : measured;
+  }
+  double rerun_share(const PieceKey&) const override { return 1; }
+  double lean_share(const PieceKey&) const override { return 0; }
+  int64_t current_bytes() const override { return held_; }
+  int64_t steady_base_bytes() const override { return kBase; }
+
+  int64_t peak(const RecomputePlan& p) const {
+    int64_t prefix = 0, worst = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      worst = std::max(worst, prefix + kRetained[i]);
+      prefix += kept(p, i);
+    }
+    return kBase + std::max(worst, prefix);
+  }
+
+  static constexpr int64_t kBase = 1000000, kOutput = 50000;
+  static constexpr int64_t kRetained[3] = {55000, 100000, 100000};  // nothing recomputed, output included
+  int checks = 0;
+  bool out_of_memory = false;  // every check runs out
+
+ private:
+  // What piece i adds to what is held after its forward.
+  int64_t kept(const RecomputePlan& p, size_t i) const {
+    const PieceMode mode = p.mode(i);
+    if (mode == PieceMode::Recompute) return kOutput;
+    if (mode == PieceMode::Keep) return kRetained[i];
+    if (i == 0) return kRetained[0];                                          // its output, until the attention
+    if (i == 1) return 70000 - (p.mode(0) == PieceMode::Lean ? kOutput : 0);  // lets the input's output go
+    return 60000;
+  }
+  RecomputePlan plan_;
+  int64_t held_ = kBase;
+};
+
+// When every check runs out of memory the planner ends on the plan that
+// keeps the least: with an embed's input and block 0's attention lean (the
+// input's output made again), not with every piece recomputed.
+TEST(AutoPlanCheck, TheLastPlanMadeAgainIsTheSmallestWithTheEmbedsLeanPair) {
+  EmbedPairDevice device;
+  const AutoPlan first = choose_auto_plan(device, 10 * EmbedPairDevice::kBase, RankPlan{device.plan()});
+  const PlanModes smallest = smallest_plan(first.costs);
+  ASSERT_EQ(smallest, (PlanModes{PieceMode::Lean, PieceMode::Lean, PieceMode::Recompute})) << cost_table(first.costs);
+  EXPECT_EQ(first.costs.pieces[0].lean_bytes, 5000);  // the attention's freeing booked to the input
+  EXPECT_EQ(first.costs.pieces[1].lean_bytes, 70000);
+  device.out_of_memory = true;
+  device.checks = 0;
+  const AutoPlan a = choose_auto_plan(device, first.costs.peak(smallest), RankPlan{device.plan()});
+  PlanModes modes;
+  for (const PieceKey& key : a.plan.pieces()) modes.push_back(a.plan.mode(key));
+  EXPECT_EQ(modes, smallest) << a.plan.table();
+  EXPECT_EQ(a.checked_peak_bytes, -1);
+  EXPECT_EQ(device.checks, a.replans + 1);
+  EXPECT_LT(a.replans, kPlanChecks);  // ended by reaching the smallest plan
+}
+
 }  // namespace
 }  // namespace wg

@@ -240,6 +240,46 @@ TEST(MemoryPlanner, APieceLeanOnlyWithTheNextKeepsItsOutputAlone) {
   EXPECT_EQ(p.predicted_peak_bytes, c.peak({L, R, K}));
 }
 
+// The planner's last resort: every piece recomputed that no rule fixes,
+// but an embed's input and the next piece lean where that keeps less (the
+// input's output made again: 5 kept instead of 95, and 10 instead of 100).
+TEST(MemoryPlanner, TheSmallestPlanTakesTheLeanPairWhereItKeepsLess) {
+  CostModel c;
+  c.pieces = {{key("in"), 100, 95, 1.0}, {key("next"), 100, 10, 1.0}, {key("last"), 100, 10, 1.0}};
+  c.pieces[0].lean_bytes = 5;
+  c.pieces[0].lean_with_next = true;
+  c.pieces[1].lean_bytes = 10;
+  c.activations_none_bytes = 300;
+  c.calibrate();
+  EXPECT_EQ(smallest_plan(c), (PlanModes{L, L, R}));
+  EXPECT_LT(c.peak({L, L, R}), c.peak(every(3, R)));
+  // Lean where "next" keeps more than recomputed: the pair keeps 5 + 60 against 95 + 10.
+  c.pieces[1].lean_bytes = 60;
+  EXPECT_EQ(smallest_plan(c), (PlanModes{L, L, R}));
+  // ... and 5 + 100 against 105: recomputed.
+  c.pieces[1].lean_bytes = 100;
+  EXPECT_EQ(smallest_plan(c), every(3, R));
+  // "next" cannot run lean, or a rule fixes one of the pair: no pair.
+  c.pieces[1].lean_bytes = -1;
+  EXPECT_EQ(smallest_plan(c), every(3, R));
+  c.pieces[1].lean_bytes = 10;
+  c.pieces[1].forced = K;
+  EXPECT_EQ(smallest_plan(c), (PlanModes{R, K, R}));
+  c.pieces[1].forced.reset();
+  c.pieces[0].forced = R;
+  EXPECT_EQ(smallest_plan(c), every(3, R));
+  // The planner's error names the smallest plan's peak.
+  c.pieces[0].forced.reset();
+  try {
+    plan_for_budget(c, c.peak({L, L, R}) - 1);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("smallest predicted step peak, " + std::to_string(c.peak({L, L, R}))),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(MemoryPlanner, NothingRecomputedWhenEverythingFits) {
   const CostModel c = random_costs(3, 8);
   const PlannedRecompute p = plan_for_budget(c, c.peak(every(8, K)));

@@ -9,7 +9,8 @@
 // the budget (the model under-predicted that mix of pieces, or another
 // batch peaks higher than the profiled one) or one runs out of memory, the
 // planner plans again with the target lowered by the error it saw (by
-// another margin after running out), up to kPlanChecks times.
+// another margin after running out), up to kPlanChecks times or until the
+// plan is the smallest (cost_model.h's smallest_plan).
 #pragma once
 
 #include <cstdint>
@@ -41,8 +42,8 @@ struct AutoPlan {
 int64_t auto_budget_bytes(const AutoPlanConfig& config, int64_t available_bytes);
 
 // The planner's own error margin: it plans for 95% of the budget (its peak
-// model was within a few percent of measured peaks), or, when only the
-// all-recompute plan fits that, for the budget itself.
+// model was within a few percent of measured peaks), or, when no plan fits
+// that, for the budget itself.
 constexpr double kModelMargin = 0.05;
 // Plans made again at most, after the first, when a checked peak exceeds the budget.
 constexpr int kPlanChecks = 3;
@@ -53,7 +54,7 @@ constexpr int kPlanChecks = 3;
 // (checked_peak_bytes says by how much; the out-of-memory fallback is there
 // for a device). The checks leave out the optimizer step, which the
 // probes do not run. Throws std::invalid_argument when the budget is below the
-// all-recompute peak.
+// smallest plan's predicted peak.
 AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget_bytes, const RankPlan& rules);
 
 }  // namespace wg

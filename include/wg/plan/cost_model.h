@@ -115,8 +115,13 @@ struct PlannedRecompute {
 
 constexpr int kPlannerGrid = 20000;
 
+// The plan that keeps the least for backward: every piece recomputed that
+// no rule fixes, but a lean_with_next piece and the next one lean where
+// that predicts a lower peak. The automatic planner's last resort.
+PlanModes smallest_plan(const CostModel& costs);
+
 // Throws std::invalid_argument naming the budget and the smallest predicted
-// peak when even recomputing everything does not fit.
+// peak (smallest_plan's) when even that does not fit.
 PlannedRecompute plan_for_budget(const CostModel& costs, int64_t budget_bytes);
 
 // The piece to recompute next after an out-of-memory failure: among those
