@@ -24,6 +24,7 @@
 #include "wg/model/small_gemm.h"
 #include "wg/model/softmax_rows.h"
 #include "wg/util/blas.h"
+#include "wg/util/onednn_sgemm.h"
 
 namespace wg::kernel {
 
@@ -41,27 +42,37 @@ Rows<T> rows_view(const torch::Tensor& t) {  // t [R, H, dh] contiguous
   return {t.data_ptr<T>(), t.size(1) * t.size(2), t.size(2)};
 }
 
-// A problem's float products go to small_gemm (small_gemm.h: AVX-512
-// register tiles over the rows where they lie) when its sequences have at
-// least 16 query and key rows and each product is at most 64³
-// multiply-adds (lq · lk · dh): there OpenBLAS would run them on one
-// thread anyway (it splits a product over threads only above 4 · 65536)
-// and its small-matrix path reads a head's strided rows slowly (the
-// embed's 79 channels). Shorter sequences (cells of a few points), where
-// BLAS's small path is quicker, and larger products (a dense engine's long
-// sequences), which BLAS may split over the rank's threads when a call has
-// one problem, go to BLAS. Decided by the problem's shape alone, so a
-// forward, a backward and a joint pass take the same path and, on the
-// same threads, give the same bits.
+// A problem's float products go to small_gemm (small_gemm.h: AVX-512 or
+// AVX2 register tiles over the rows where they lie) when its sequences
+// have at least 16 query and key rows and each product is at most
+// small_sgemm_limit() multiply-adds (lq · lk · dh; onednn_sgemm.h): the
+// products that would otherwise go to the BLAS's own small path, on one
+// thread (OpenBLAS splits a product over threads only above 4 · 65536),
+// where its call's bookkeeping and how it reads a head's strided rows
+// cost more than the products:
+// - AVX-512, up to 64³: the embed's 79 channels (35-50 GFLOP/s a thread
+//   through OpenBLAS);
+// - AVX2, up to 32 · 32 · 24: on an AMD EPYC OpenBLAS packs both operands
+//   of every product (one thread: cpu_small's embed, 24 x 24 by 8, in
+//   0.19-0.24 us against 0.35-0.53; 24 x 24 by 32 in 0.69 against 1.01).
+//   Above that limit oneDNN takes them, as fast or faster than small_gemm
+//   there (79 x 79 by 32: 73 against 67 GFLOP/s; the embed's core at
+//   cpu_wide, forward + backward, was 20 % slower with small_gemm).
+// Shorter sequences (cells of a few points), where BLAS's small path is
+// as quick, and larger products (a dense engine's long sequences), which
+// BLAS may split over the rank's threads when a call has one problem, go
+// to BLAS. Decided by the problem's shape alone, so a forward, a backward
+// and a joint pass take the same path and, on the same threads, give the
+// same bits.
 inline bool small_products(const Problem& pr, int64_t dh) {
-  return std::min(pr.lq, pr.lk) >= 16 && pr.lq * pr.lk * dh <= int64_t(64 * 64 * 64);
+  return std::min(pr.lq, pr.lk) >= 16 && pr.lq * pr.lk * dh <= small_sgemm_limit();
 }
 
 // c = alpha · op(a) · op(b) + beta · c, row-major with leading dimensions:
-// by small_gemm where `small` and the CPU has AVX-512, else through BLAS
-// (wg/util/blas.h: the BLAS's own up to small_sgemm_limit() multiply-adds,
-// oneDNN above, which on an AVX2 CPU takes the embed's per-head products;
-// the kernel runs only where the process has a BLAS).
+// by small_gemm where `small` and the CPU has AVX-512 or AVX2, else
+// through BLAS (wg/util/blas.h: the BLAS's own up to small_sgemm_limit()
+// multiply-adds, oneDNN above; the kernel runs only where the process has
+// a BLAS).
 template <typename T>
 void mm(bool small, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
         const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {

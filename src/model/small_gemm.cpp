@@ -1,4 +1,5 @@
-// Small float products on one thread, AVX-512 (see header).
+// Small float products on one thread, AVX-512 (see header; the AVX2
+// build is small_gemm_avx2.cpp), and the choice between the builds.
 //
 // C is worked through in blocks of up to 64 columns (V vectors of 16).
 // op(B) is copied once per block into a panel on the stack ([k, 16 V],
@@ -12,6 +13,8 @@
 #include "wg/model/small_gemm.h"
 
 #include <immintrin.h>
+
+#include "small_gemm_kernels.h"
 
 #include <algorithm>
 
@@ -136,8 +139,12 @@ WG_AVX512_INLINE void copy_panel(const float* b, int64_t ldb, int64_t depth, int
       _mm512_storeu_ps(panel + p * ld + 16 * v, _mm512_maskz_loadu_ps(mask_of(v, vectors, last), b + p * ldb + 16 * v));
 }
 
-WG_AVX512 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+}  // namespace
+
+namespace small_gemm_kernels {
+
+WG_AVX512 void avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {  // C = beta · C (alpha · an empty sum)
     for (int64_t i = 0; i < m; ++i)
@@ -178,13 +185,25 @@ WG_AVX512 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   }
 }
 
-}  // namespace
+}  // namespace small_gemm_kernels
+
+bool small_gemm_on(VectorIsa isa, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const VectorIsa cpu = vector_isa();
+  if (isa == VectorIsa::Avx512 && cpu == VectorIsa::Avx512) {
+    small_gemm_kernels::avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return true;
+  }
+  if (isa == VectorIsa::Avx2 && cpu != VectorIsa::Base) {  // AVX-512 F and DQ CPUs run AVX2 with FMA too
+    small_gemm_kernels::avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return true;
+  }
+  return false;
+}
 
 bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (vector_isa() != VectorIsa::Avx512) return false;
-  product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  return true;
+  return small_gemm_on(vector_isa(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace wg

@@ -1,6 +1,7 @@
-// The attention kernel's small products (wg/model/small_gemm.h): every
-// transpose, shapes across the register tiles' edges (rows of 6, vectors
-// of 16, blocks of 64 columns, slices of 256 deep), strided operands,
+// The attention kernel's small products (wg/model/small_gemm.h), each
+// build the CPU runs (AVX-512, AVX2): every transpose, shapes across the
+// register tiles' edges (rows of 6, vectors of 16 and 8, blocks of 64 and
+// 16 columns, slices of 256 and 512 deep), strided operands,
 // alpha and beta, against a double-precision product; C's padding between
 // rows untouched; beta 0 overwriting a NaN; a row's bits the same whatever rows come with it.
 // The attention kernel's own tests (test_attention_core.cpp) check the
@@ -46,8 +47,22 @@ struct Operands {
   float B(const Shape& s, int64_t p, int64_t j) const { return s.tb ? b[size_t(j * ldb + p)] : b[size_t(p * ldb + j)]; }
 };
 
-bool run(const Shape& s, float alpha, const Operands& o, float beta, std::vector<float>& c) {
-  return small_gemm(s.ta, s.tb, s.m, s.n, s.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, beta, c.data(), o.ldc);
+// The builds this CPU runs; none where it has neither (BLAS then takes every product).
+std::vector<VectorIsa> builds() {
+  switch (vector_isa()) {
+    case VectorIsa::Avx512: return {VectorIsa::Avx512, VectorIsa::Avx2};
+    case VectorIsa::Avx2: return {VectorIsa::Avx2};
+    case VectorIsa::Base: break;
+  }
+  return {};
+}
+const char* name(VectorIsa isa) { return isa == VectorIsa::Avx512 ? "AVX-512" : "AVX2"; }
+#define SKIP_WITHOUT_A_BUILD() \
+  if (builds().empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2: the attention kernel uses BLAS"
+
+bool run(VectorIsa isa, const Shape& s, float alpha, const Operands& o, float beta, std::vector<float>& c) {
+  return small_gemm_on(isa, s.ta, s.tb, s.m, s.n, s.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, beta, c.data(),
+                       o.ldc);
 }
 
 std::vector<Shape> shapes() {
@@ -66,6 +81,7 @@ std::vector<Shape> shapes() {
                                                                        {19, 130, 9},
                                                                        {9, 20, 300},
                                                                        {3, 48, 513},
+                                                                       {8, 24, 1030},
                                                                        // a last tile of each height, under
                                                                        // 1 to 4 vectors
                                                                        {10, 40, 9},
@@ -80,78 +96,99 @@ std::vector<Shape> shapes() {
 }
 
 TEST(SmallGemm, MatchesADoublePrecisionProductForEveryTransposeAndEdge) {
-  if (vector_isa() != VectorIsa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512: the attention kernel uses BLAS";
+  SKIP_WITHOUT_A_BUILD();
   std::mt19937 gen(7);
-  for (const Shape& s : shapes())
-    for (const float beta : {0.0f, 1.0f, -0.5f}) {
-      const float alpha = 0.37f, fill = 0.25f;
-      Operands o(s, fill, gen);
-      std::vector<float> c = o.c;
-      ASSERT_TRUE(run(s, alpha, o, beta, c));
-      double worst = 0;
-      for (int64_t i = 0; i < s.m; ++i) {
-        for (int64_t j = 0; j < s.n; ++j) {
-          double sum = 0, magnitude = 0;
-          for (int64_t p = 0; p < s.k; ++p) {
-            sum += double(o.A(s, i, p)) * double(o.B(s, p, j));
-            magnitude += std::abs(double(o.A(s, i, p)) * double(o.B(s, p, j)));
+  for (const VectorIsa isa : builds())
+    for (const Shape& s : shapes())
+      for (const float beta : {0.0f, 1.0f, -0.5f}) {
+        const float alpha = 0.37f, fill = 0.25f;
+        Operands o(s, fill, gen);
+        std::vector<float> c = o.c;
+        ASSERT_TRUE(run(isa, s, alpha, o, beta, c));
+        double worst = 0;
+        for (int64_t i = 0; i < s.m; ++i) {
+          for (int64_t j = 0; j < s.n; ++j) {
+            double sum = 0, magnitude = 0;
+            for (int64_t p = 0; p < s.k; ++p) {
+              sum += double(o.A(s, i, p)) * double(o.B(s, p, j));
+              magnitude += std::abs(double(o.A(s, i, p)) * double(o.B(s, p, j)));
+            }
+            const double want = alpha * sum + beta * fill;
+            // float sums over k: within k · 2^-24 of the terms' magnitude, with room
+            const double bound = 4e-7 * double(s.k + 2) * (std::abs(alpha) * magnitude + std::abs(beta * fill)) + 1e-30;
+            worst = std::max(worst, std::abs(double(c[size_t(i * o.ldc + j)]) - want) / bound);
           }
-          const double want = alpha * sum + beta * fill;
-          // float sums over k: within k · 2^-24 of the terms' magnitude, with room
-          const double bound = 4e-7 * double(s.k + 2) * (std::abs(alpha) * magnitude + std::abs(beta * fill)) + 1e-30;
-          worst = std::max(worst, std::abs(double(c[size_t(i * o.ldc + j)]) - want) / bound);
+          for (int64_t j = s.n; j < o.ldc; ++j)  // the padding after row i's columns
+            ASSERT_EQ(c[size_t(i * o.ldc + j)], fill) << name(isa) << ": row " << i << " column " << j << " past n";
         }
-        for (int64_t j = s.n; j < o.ldc; ++j)  // the padding after row i's columns
-          ASSERT_EQ(c[size_t(i * o.ldc + j)], fill) << "row " << i << " column " << j << " past n";
+        EXPECT_LE(worst, 1.0) << name(isa) << ": m " << s.m << " n " << s.n << " k " << s.k << " ta " << s.ta << " tb "
+                              << s.tb << " beta " << beta;
       }
-      EXPECT_LE(worst, 1.0) << "m " << s.m << " n " << s.n << " k " << s.k << " ta " << s.ta << " tb " << s.tb
-                            << " beta " << beta;
-    }
 }
 
 TEST(SmallGemm, BetaZeroOverwritesWhatCHeld) {
-  if (vector_isa() != VectorIsa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  SKIP_WITHOUT_A_BUILD();
   std::mt19937 gen(3);
-  for (const Shape& s : {Shape{false, true, 79, 79, 32}, Shape{true, false, 7, 33, 5}}) {
-    Operands o(s, std::numeric_limits<float>::quiet_NaN(), gen);
-    std::vector<float> c = o.c;
-    ASSERT_TRUE(run(s, 1.0f, o, 0.0f, c));
-    for (int64_t i = 0; i < s.m; ++i)
-      for (int64_t j = 0; j < s.n; ++j) ASSERT_TRUE(std::isfinite(c[size_t(i * o.ldc + j)])) << i << ", " << j;
-  }
+  for (const VectorIsa isa : builds())
+    for (const Shape& s : {Shape{false, true, 79, 79, 32}, Shape{true, false, 7, 33, 5}}) {
+      Operands o(s, std::numeric_limits<float>::quiet_NaN(), gen);
+      std::vector<float> c = o.c;
+      ASSERT_TRUE(run(isa, s, 1.0f, o, 0.0f, c));
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j)
+          ASSERT_TRUE(std::isfinite(c[size_t(i * o.ldc + j)])) << name(isa) << ": " << i << ", " << j;
+    }
 }
 
 TEST(SmallGemm, AnEmptySumScalesC) {
-  if (vector_isa() != VectorIsa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  SKIP_WITHOUT_A_BUILD();
   std::mt19937 gen(5);
   const Shape s{false, false, 3, 4, 0};
   Operands o(s, 2.0f, gen);
-  std::vector<float> c = o.c;
-  ASSERT_TRUE(run(s, 1.0f, o, 0.5f, c));
-  EXPECT_EQ(c[0], 1.0f);
-  c = o.c;
-  ASSERT_TRUE(run(s, 1.0f, o, 0.0f, c));
-  EXPECT_EQ(c[size_t(2 * o.ldc + 3)], 0.0f);
+  for (const VectorIsa isa : builds()) {
+    std::vector<float> c = o.c;
+    ASSERT_TRUE(run(isa, s, 1.0f, o, 0.5f, c));
+    EXPECT_EQ(c[0], 1.0f) << name(isa);
+    c = o.c;
+    ASSERT_TRUE(run(isa, s, 1.0f, o, 0.0f, c));
+    EXPECT_EQ(c[size_t(2 * o.ldc + 3)], 0.0f) << name(isa);
+  }
 }
 
 // The attention kernel cuts a long sequence's query rows into blocks:
 // each element's sum runs over k in the same order whatever the tile its
 // row falls in, so a row computed alone has the bits it has among others.
 TEST(SmallGemm, ARowHasTheSameBitsAloneAsAmongOthers) {
-  if (vector_isa() != VectorIsa::Avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  SKIP_WITHOUT_A_BUILD();
   std::mt19937 gen(11);
-  for (const bool ta : {false, true}) {
-    const Shape s{ta, true, 71, 71, 32};
-    Operands o(s, 0.0f, gen);
-    std::vector<float> together = o.c, alone = o.c;
-    ASSERT_TRUE(run(s, 0.17f, o, 0.0f, together));
-    for (int64_t i = 0; i < s.m; ++i) {
-      const float* a_row = o.a.data() + (ta ? i : i * o.lda);
-      ASSERT_TRUE(small_gemm(ta, true, 1, s.n, s.k, 0.17f, a_row, o.lda, o.b.data(), o.ldb, 0.0f,
-                             alone.data() + i * o.ldc, o.ldc));
+  for (const VectorIsa isa : builds())
+    for (const bool ta : {false, true}) {
+      const Shape s{ta, true, 71, 71, 32};
+      Operands o(s, 0.0f, gen);
+      std::vector<float> together = o.c, alone = o.c;
+      ASSERT_TRUE(run(isa, s, 0.17f, o, 0.0f, together));
+      for (int64_t i = 0; i < s.m; ++i) {
+        const float* a_row = o.a.data() + (ta ? i : i * o.lda);
+        ASSERT_TRUE(small_gemm_on(isa, ta, true, 1, s.n, s.k, 0.17f, a_row, o.lda, o.b.data(), o.ldb, 0.0f,
+                                  alone.data() + i * o.ldc, o.ldc));
+      }
+      EXPECT_EQ(together, alone) << name(isa) << ": ta " << ta;
     }
-    EXPECT_EQ(together, alone) << "ta " << ta;
-  }
+}
+
+// small_gemm runs the build of the CPU's widest instruction set.
+TEST(SmallGemm, RunsTheCpusWidestBuild) {
+  SKIP_WITHOUT_A_BUILD();
+  std::mt19937 gen(13);
+  const Shape s{false, true, 16, 16, 8};
+  Operands o(s, 0.0f, gen);
+  std::vector<float> widest = o.c, chosen = o.c;
+  ASSERT_TRUE(run(builds().front(), s, 1.0f, o, 0.0f, widest));
+  ASSERT_TRUE(
+      small_gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb, 0.0f, chosen.data(), o.ldc));
+  EXPECT_EQ(chosen, widest);
+  EXPECT_FALSE(small_gemm_on(VectorIsa::Base, s.ta, s.tb, s.m, s.n, s.k, 1.0f, o.a.data(), o.lda, o.b.data(), o.ldb,
+                             0.0f, chosen.data(), o.ldc));
 }
 
 }  // namespace

@@ -1,18 +1,20 @@
 // A float matrix product for the CPU attention kernel's many small
 // products (a head's scores and values inside one sequence: tens to a few
-// hundred rows, 8 to 64 wide), on one thread, with AVX-512. Through BLAS
-// each of them pays a call's bookkeeping, and OpenBLAS's small-matrix path
-// reads a head's rows (hundreds of floats apart in the packed q, k, v)
-// slowly: in the model the embed's 79 x 79 x 32 products ran at 35-50
-// GFLOP/s a thread. Here register tiles of rows x 16-float vectors run
-// over op(A) where it lies and op(B) copied once per block of 64 columns
-// into a panel on the stack (src/model/small_gemm.cpp). A product's bits
-// depend only on its operands, not on the thread or the call (the
-// attention kernel's none and recomputed runs agree bit for bit). No
-// LibTorch in this header.
+// hundred rows, 8 to 64 wide), on one thread, with AVX-512 or AVX2. Through
+// BLAS each of them pays a call's bookkeeping, and OpenBLAS's small-matrix
+// path reads a head's rows (hundreds of floats apart in the packed q, k,
+// v) slowly: in the model the embed's 79 x 79 x 32 products ran at 35-50
+// GFLOP/s a thread. Here register tiles of rows x vectors run over op(A)
+// where it lies and op(B) copied once per block of columns into a panel on
+// the stack (src/model/small_gemm.cpp, small_gemm_avx2.cpp). A product's
+// bits depend only on its operands and the CPU's build, not on the thread
+// or the call (the attention kernel's none and recomputed runs agree bit
+// for bit). No LibTorch in this header.
 #pragma once
 
 #include <cstdint>
+
+#include "wg/util/vector_isa.h"
 
 namespace wg {
 
@@ -20,9 +22,15 @@ namespace wg {
 // (wg/util/blas.h): op(A) is m×k (A stored k×m when trans_a), op(B) k×n
 // (n×k when trans_b), C m×n; row i of A starts at a + i·lda, and so on.
 // With beta == 0, C is only written (a NaN there does not come through).
-// Returns false, and touches nothing, where the CPU has no AVX-512 (the
-// caller then goes to BLAS). Any sizes; meant for small ones.
+// Runs the build for the CPU's vector_isa(); returns false, and touches
+// nothing, where the CPU has neither AVX-512 nor AVX2 with FMA (the caller
+// then goes to BLAS). Any sizes; meant for small ones.
 bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// The same with the build for `isa` (tests run every build the CPU runs):
+// false where the CPU does not run it, and for VectorIsa::Base.
+bool small_gemm_on(VectorIsa isa, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 }  // namespace wg
