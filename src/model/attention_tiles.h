@@ -53,11 +53,13 @@ Rows<T> rows_view(const torch::Tensor& t) {  // t [R, H, dh] contiguous
 // - AVX-512, up to 64³: the embed's 79 channels (35-50 GFLOP/s a thread
 //   through OpenBLAS);
 // - AVX2, up to 32 · 32 · 24: on an AMD EPYC OpenBLAS packs both operands
-//   of every product (one thread: cpu_small's embed, 24 x 24 by 8, in
-//   0.19-0.24 us against 0.35-0.53; 24 x 24 by 32 in 0.69 against 1.01).
-//   Above that limit oneDNN takes them, as fast or faster than small_gemm
-//   there (79 x 79 by 32: 73 against 67 GFLOP/s; the embed's core at
-//   cpu_wide, forward + backward, was 20 % slower with small_gemm).
+//   of every product (bench_small_gemm, one thread: cpu_small's embed, 24
+//   x 24 by 8, in 0.17-0.23 us against 0.29-0.47; 24 x 24 by 32 in 0.51-
+//   0.56 against 0.88-0.96).
+//   Above that limit oneDNN takes them: small_gemm is as fast there alone
+//   (bench_small_gemm, cpu_wide's embed, 79 x 79 by 32: 5.5 us both), but
+//   in the kernel the embed's core at cpu_wide ran 3-8 % slower with it
+//   (bench_attention_core --only embed, 3 runs each).
 // Shorter sequences (cells of a few points), where BLAS's small path is
 // as quick, and larger products (a dense engine's long sequences), which
 // BLAS may split over the rank's threads when a call has one problem, go
