@@ -1,12 +1,11 @@
 // Benchmark: the attention kernel's per-head products, one thread, through
 // small_gemm (wg/model/small_gemm.h; each build this CPU runs) against the
 // BLAS libraries the kernel would call otherwise: the BLAS's own sgemm
-// (OpenBLAS; wg::gemm takes it up to small_sgemm_limit() multiply-adds) and
-// the process's sgemm_ (oneDNN where the build routes it there; above the
-// limit). Operands lie as in the kernel: q, k, v, dO rows inside packed
-// projections (a row stride of 3 · 8 heads · dh), the tile's probabilities
-// and their gradient dense ([lq, lk]). Each product of each shape runs
-// its calls back to back, on the same operands or (--cold) on operand sets
+// (OpenBLAS; wg::gemm takes it up to small_sgemm_limit() multiply-adds)
+// and oneDNN's (dnnl_sgemm, which wg::gemm takes above the limit through
+// the process's sgemm_; in builds with WG_ONEDNN_SGEMM). Operands lie as
+// in the kernel (products() below). Each product of each shape runs its
+// calls back to back, on the same operands or (--cold) on operand sets
 // cycled through 16 MiB; the sides alternate within each round; median
 // per call over the rounds. Prints a table and writes JSON.
 //
@@ -14,7 +13,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <dlfcn.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -26,6 +24,10 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#ifdef WG_BENCH_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include "wg/model/small_gemm.h"
 #include "wg/util/blas.h"
@@ -43,16 +45,20 @@ struct Product {
   std::string name;
   bool ta, tb;
   int64_t m, n, k;
-  int64_t lda, ldb;  // A and B as the kernel reads them
+  int64_t lda, ldb, ldc;  // A, B and C as the kernel reads and writes them
 };
 
 // The six products of one (sequence, head) with lq query and lk key rows
-// of width dh: forward q kᵀ and P v; backward Pᵀ dO, dO vᵀ, dS k, dSᵀ q.
+// of width dh, 8 heads, with the q/k norm off (q and k read in place):
+// forward q kᵀ and P v; backward Pᵀ dO, dO vᵀ, dS k, dSᵀ q. q, k, v and
+// their gradients are slots of the fused projections' rows (3 · 8 · dh
+// floats apart), O and dO rows of [R, 8, dh], the tile's scores, P and
+// dS dense [lq, lk].
 std::vector<Product> products(int64_t lq, int64_t lk, int64_t dh) {
-  const int64_t rows = 3 * 8 * dh;  // a row of the packed projections
-  return {{"q kT", false, true, lq, lk, dh, rows, rows}, {"P v", false, false, lq, dh, lk, lk, rows},
-          {"PT dO", true, false, lk, dh, lq, lk, rows},  {"dO vT", false, true, lq, lk, dh, rows, rows},
-          {"dS k", false, false, lq, dh, lk, lk, rows},  {"dST q", true, false, lk, dh, lq, lk, rows}};
+  const int64_t fused = 3 * 8 * dh, out = 8 * dh;
+  return {{"q kT", false, true, lq, lk, dh, fused, fused, lk},   {"P v", false, false, lq, dh, lk, lk, fused, out},
+          {"PT dO", true, false, lk, dh, lq, lk, out, fused},    {"dO vT", false, true, lq, lk, dh, out, fused, lk},
+          {"dS k", false, false, lq, dh, lk, lk, fused, fused}, {"dST q", true, false, lk, dh, lq, lk, fused, fused}};
 }
 
 struct Shape {
@@ -118,8 +124,13 @@ int main(int argc, char** argv) {
     };
   };
   if (const SgemmFn own = blas_own_sgemm()) sides.push_back({"BLAS's own", blas_side(own)});
-  if (onednn_sgemm_active())  // the process's sgemm_, which wg::gemm takes above the limit
-    sides.push_back({"oneDNN", blas_side(reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "sgemm_")))});
+#ifdef WG_BENCH_ONEDNN
+  // oneDNN's own entry (the process's sgemm_ hands products up to the limit to the BLAS's own).
+  sides.push_back({"oneDNN", [](const Product& p, const float* a, const float* b, float* c, int64_t ldc) {
+                     dnnl_sgemm(p.ta ? 'T' : 'N', p.tb ? 'T' : 'N', p.m, p.n, p.k, 1.0f, a, p.lda, b, p.ldb, 0.0f, c,
+                                ldc);
+                   }});
+#endif
   for (const VectorIsa isa : builds)
     sides.push_back({isa == VectorIsa::Avx512 ? "small_gemm AVX-512" : "small_gemm AVX2",
                      [isa](const Product& p, const float* a, const float* b, float* c, int64_t ldc) {
@@ -137,7 +148,7 @@ int main(int argc, char** argv) {
   json results = json::array();
   for (const Shape& sh : shapes())
     for (const Product& p : products(sh.lq, sh.lk, sh.dh)) {
-      const int64_t a_rows = p.ta ? p.k : p.m, b_rows = p.tb ? p.n : p.k, ldc = p.n;
+      const int64_t a_rows = p.ta ? p.k : p.m, b_rows = p.tb ? p.n : p.k, ldc = p.ldc;
       // Operand sets side by side: one, or (cold) enough to span 16 MiB, past
       // L2, as the kernel's operands mostly are when a product reads them.
       const int64_t a_size = a_rows * p.lda, b_size = b_rows * p.ldb, c_size = p.m * ldc;

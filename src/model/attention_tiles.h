@@ -54,11 +54,11 @@ Rows<T> rows_view(const torch::Tensor& t) {  // t [R, H, dh] contiguous
 //   through OpenBLAS);
 // - AVX2, up to 32 · 32 · 24: on an AMD EPYC OpenBLAS packs both operands
 //   of every product (bench_small_gemm, one thread: cpu_small's embed, 24
-//   x 24 by 8, in 0.17-0.23 us against 0.29-0.47; 24 x 24 by 32 in 0.51-
-//   0.56 against 0.88-0.96).
+//   x 24 by 8, in 0.17-0.23 us against OpenBLAS's 0.29-0.48 and oneDNN's
+//   0.39-0.52; 24 x 24 by 32 in 0.51-0.60 against 0.87-0.97 and 0.68-0.90).
 //   Above that limit oneDNN takes them: small_gemm is as fast there alone
-//   (bench_small_gemm, cpu_wide's embed, 79 x 79 by 32: 5.5 us both), but
-//   in the kernel the embed's core at cpu_wide ran 3-8 % slower with it
+//   (cpu_wide's embed, 79 x 79 by 32: 5.4 against 5.5 us), but in the
+//   kernel the embed's core at cpu_wide ran 3-8 % slower with it
 //   (bench_attention_core --only embed, 3 runs each).
 // Shorter sequences (cells of a few points), where BLAS's small path is
 // as quick, and larger products (a dense engine's long sequences), which

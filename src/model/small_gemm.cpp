@@ -190,6 +190,7 @@ WG_AVX512 void avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 bool small_gemm_on(VectorIsa isa, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const VectorIsa cpu = vector_isa();
+  if (alpha == 0.0f) k = 0;  // as BLAS: A and B not read (a NaN there does not come through), C = beta · C
   if (isa == VectorIsa::Avx512 && cpu == VectorIsa::Avx512) {
     small_gemm_kernels::avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return true;

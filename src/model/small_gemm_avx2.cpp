@@ -10,7 +10,7 @@
 // 2 of B and 1 broadcast in 16 registers). Each tile is written, scaled,
 // straight into C with masked stores past the block's width. k is taken
 // in slices of kMaxK (the panel's depth), the later ones added. Every sum
-// runs over k in order with one FMA a step.
+// runs over its slice of k in order with one FMA a step.
 #include "small_gemm_kernels.h"
 
 #include <immintrin.h>

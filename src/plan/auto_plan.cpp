@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <utility>
 #include <stdexcept>
 
 #include "wg/util/units.h"
@@ -19,15 +21,12 @@ int64_t auto_budget_bytes(const AutoPlanConfig& c, int64_t available_bytes) {
 }
 
 namespace {
-// The plan for `target`; below the smallest plan's prediction, the smallest plan.
-PlannedRecompute plan_or_smallest(const CostModel& costs, int64_t target) {
-  try {
-    return plan_for_budget(costs, target);
-  } catch (const std::invalid_argument&) {
-    PlannedRecompute smallest;
-    smallest.modes = smallest_plan(costs);
-    return smallest;
-  }
+// How a checked plan ranks against another over the budget: the lower
+// measured peak (running out of memory is the highest), then the lower
+// prediction.
+std::pair<int64_t, int64_t> check_rank(const AutoPlan& a) {
+  return {a.checked_peak_bytes < 0 ? std::numeric_limits<int64_t>::max() : a.checked_peak_bytes,
+          a.predicted_peak_bytes};
 }
 }  // namespace
 
@@ -46,6 +45,12 @@ AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget, const RankPlan& rule
     chosen = plan_for_budget(a.costs, budget);  // only (nearly) everything recomputed fits: plan for the budget itself
   }
   PlanRestorer restore(probe);
+  // The last resorts, where no plan fits a lowered target: the smallest
+  // plan, then, where that was checked over the budget (the model may be
+  // wrong about the pair it runs lean), every piece recomputed.
+  const PlanModes smallest = smallest_plan(a.costs), everything = a.costs.all(PieceMode::Recompute, true);
+  bool smallest_checked = false, everything_checked = false;
+  AutoPlan best;  // the checked plan that ranks lowest (check_rank)
   for (;;) {
     a.plan = rules.plan;
     for (size_t i = 0; i < a.costs.pieces.size(); ++i) a.plan.set_mode(a.costs.pieces[i].key, chosen.modes[i]);
@@ -56,16 +61,29 @@ AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget, const RankPlan& rule
     probe.set_plan(a.plan);
     const int64_t measured = probe.probe_check_batches();
     a.checked_peak_bytes = measured < 0 ? -1 : a.costs.base_bytes + measured;
-    // Nothing keeps less than the smallest plan: there is no plan to make again.
-    const bool smallest = modes == smallest_plan(a.costs);
-    if (!a.checked_over_budget() || a.replans == kPlanChecks || smallest) break;
+    if (a.replans == 0 || check_rank(a) < check_rank(best)) best = a;
+    smallest_checked = smallest_checked || modes == smallest;
+    everything_checked = everything_checked || modes == everything;
+    if (!a.checked_over_budget() || a.replans == kPlanChecks || (smallest_checked && everything_checked)) break;
     // The model under-predicted this mix of pieces (or another batch than the profiled one peaks
     // higher) by (checked - predicted): that much less room; after running out, another margin less.
     const int64_t error = measured < 0 ? int64_t(std::ceil(kModelMargin * double(budget)))
                                        : a.checked_peak_bytes - a.predicted_peak_bytes;
     target = std::min(target, a.predicted_peak_bytes) - std::max<int64_t>(1, error);
-    chosen = plan_or_smallest(a.costs, target);
+    try {
+      chosen = plan_for_budget(a.costs, target);
+    } catch (const std::invalid_argument&) {
+      chosen.modes = smallest_checked ? everything : smallest;
+    }
     ++a.replans;
+  }
+  if (a.checked_over_budget() && check_rank(best) < check_rank(a)) {  // keep the plan that measured lowest
+    const int replans = a.replans;
+    a.plan = best.plan;
+    a.predicted_peak_bytes = best.predicted_peak_bytes;
+    a.checked_peak_bytes = best.checked_peak_bytes;
+    a.added_seconds = best.added_seconds;
+    a.replans = replans;
   }
   return a;
 }

@@ -268,9 +268,11 @@ PlanPrediction plan_automatically(Trainer& trainer, const Config& config, const 
       plan.rules_applied.empty() ? "" : "; per-node rules " + plan.rules_text() + " keep their sections",
       a.plan.table());
   if (a.checked_over_budget())
-    spdlog::warn("auto plan: {} on the batches it was planned from, over the budget of {} after {} plans; training goes "
-                 "on with it (a device's out-of-memory fallback recomputes more where it runs out)",
-                 checked, format_bytes(a.budget_bytes), a.replans + 1);
+    spdlog::warn(
+        "auto plan: {} on the batches it was planned from, over the budget of {}, the lowest of {} plans "
+        "checked; training goes on with it (a device's out-of-memory fallback recomputes more where it runs "
+        "out)",
+        checked, format_bytes(a.budget_bytes), a.replans + 1);
   log_plans_per_rank(dist, place, a.plan);
   return {a.predicted_peak_bytes, a.added_seconds};
 }

@@ -140,6 +140,21 @@ TEST(SmallGemm, BetaZeroOverwritesWhatCHeld) {
     }
 }
 
+TEST(SmallGemm, AlphaZeroReadsNeitherOperand) {
+  SKIP_WITHOUT_A_BUILD();
+  std::mt19937 gen(17);
+  const Shape s{false, true, 7, 19, 9};
+  Operands o(s, 2.0f, gen);
+  o.a[0] = std::numeric_limits<float>::quiet_NaN();
+  o.b[0] = std::numeric_limits<float>::infinity();
+  for (const VectorIsa isa : builds()) {
+    std::vector<float> c = o.c;
+    ASSERT_TRUE(run(isa, s, 0.0f, o, 0.5f, c));
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) ASSERT_EQ(c[size_t(i * o.ldc + j)], 1.0f) << name(isa) << ": " << i << ", " << j;
+  }
+}
+
 TEST(SmallGemm, AnEmptySumScalesC) {
   SKIP_WITHOUT_A_BUILD();
   std::mt19937 gen(5);
@@ -162,18 +177,20 @@ TEST(SmallGemm, ARowHasTheSameBitsAloneAsAmongOthers) {
   SKIP_WITHOUT_A_BUILD();
   std::mt19937 gen(11);
   for (const VectorIsa isa : builds())
-    for (const bool ta : {false, true}) {
-      const Shape s{ta, true, 71, 71, 32};
-      Operands o(s, 0.0f, gen);
-      std::vector<float> together = o.c, alone = o.c;
-      ASSERT_TRUE(run(isa, s, 0.17f, o, 0.0f, together));
-      for (int64_t i = 0; i < s.m; ++i) {
-        const float* a_row = o.a.data() + (ta ? i : i * o.lda);
-        ASSERT_TRUE(small_gemm_on(isa, ta, true, 1, s.n, s.k, 0.17f, a_row, o.lda, o.b.data(), o.ldb, 0.0f,
-                                  alone.data() + i * o.ldc, o.ldc));
-      }
-      EXPECT_EQ(together, alone) << name(isa) << ": ta " << ta;
-    }
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const int64_t k : {32, 600}) {  // 600: more than one slice of the panel's depth
+          const Shape s{ta, tb, 71, 71, k};
+          Operands o(s, 0.0f, gen);
+          std::vector<float> together = o.c, alone = o.c;
+          ASSERT_TRUE(run(isa, s, 0.17f, o, 0.0f, together));
+          for (int64_t i = 0; i < s.m; ++i) {
+            const float* a_row = o.a.data() + (ta ? i : i * o.lda);
+            ASSERT_TRUE(small_gemm_on(isa, ta, tb, 1, s.n, s.k, 0.17f, a_row, o.lda, o.b.data(), o.ldb, 0.0f,
+                                      alone.data() + i * o.ldc, o.ldc));
+          }
+          EXPECT_EQ(together, alone) << name(isa) << ": ta " << ta << " tb " << tb << " k " << k;
+        }
 }
 
 // small_gemm runs the build of the CPU's widest instruction set.

@@ -1,12 +1,13 @@
 // The automatic planner checks its plan on the planning batch: a plan whose
-// measured peak exceeds the budget is made again with less room, and one
-// still over after the checks is kept and says so. The "device" here is a
+// measured peak exceeds the budget is made again with less room, and where
+// every check is over, the plan that measured lowest is kept and says so. The "device" here is a
 // made-up one whose peaks the peak model reproduces exactly with nothing and
 // with everything recomputed (so the calibration is exact) but
 // under-predicts for every mix of the two, as the model did on a small
 // real model (tests/train/test_auto_plan.cpp runs the real trainer).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -53,6 +54,7 @@ class MadeUpDevice : public PlanProbe {
   int64_t probe_check_batches() override {
     ++checks;
     const int64_t peak = probe(nullptr);
+    checked.push_back(kBase + peak);
     return limit > 0 && kBase + peak > limit ? -1 : peak;
   }
   double rerun_share(const PieceKey&) const override { return 1; }
@@ -74,6 +76,7 @@ class MadeUpDevice : public PlanProbe {
 
   static constexpr int64_t kBase = 1000000;
   int probes = 0, checks = 0;
+  std::vector<int64_t> checked;  // each check's peak
   int64_t limit = 0;  // > 0: a check whose peak exceeds it runs out of memory
 
  private:
@@ -174,8 +177,8 @@ TEST(AutoPlanCheck, RunningOutInTheLastCheckIsReported) {
 
 // An error that grows with every piece recomputed, and a rule that keeps
 // p0, so that no plan the planner may make measures as the model says:
-// more recomputation only measures higher. The checks end and the last plan
-// is kept, over the budget.
+// more recomputation only measures higher. The checks end and the plan that
+// measured lowest is kept, over the budget.
 TEST(AutoPlanCheck, APlanStillOverTheBudgetAfterTheChecksIsKept) {
   MadeUpDevice device(40, 100000, 1000, 0, 150000);
   RankPlan rules = no_rules(device);
@@ -193,7 +196,8 @@ TEST(AutoPlanCheck, APlanStillOverTheBudgetAfterTheChecksIsKept) {
 // With no end to how far the made-up error grows, the planner stops after
 // kPlanChecks plans made again. 400 pieces saving 99 kB each when
 // recomputed, measured 150 kB over the model for each: the plans recompute
-// about 22, 55, 137 and 343 of the 399 the planner may choose.
+// about 22, 55, 137 and 343 of the 399 the planner may choose, each
+// measuring higher than the one before; the first, the lowest, is kept.
 TEST(AutoPlanCheck, ThePlansMadeAgainAreBounded) {
   MadeUpDevice device(400, 100000, 1000, 0, 150000);
   RankPlan rules = no_rules(device);
@@ -202,6 +206,10 @@ TEST(AutoPlanCheck, ThePlansMadeAgainAreBounded) {
   EXPECT_LT(a.plan.pieces_recomputed(), 399) << a.plan.summary();
   EXPECT_EQ(a.replans, kPlanChecks);
   EXPECT_GT(a.checked_peak_bytes, a.budget_bytes);
+  ASSERT_EQ(device.checked.size(), size_t(kPlanChecks + 1));
+  EXPECT_EQ(a.checked_peak_bytes, *std::min_element(device.checked.begin(), device.checked.end()));
+  EXPECT_EQ(a.checked_peak_bytes, device.checked.front());
+  EXPECT_EQ(a.checked_peak_bytes, device.peak(a.plan));  // the kept plan is the one that measured it
 }
 
 // A rule that keeps a piece makes "everything the planner may recompute" a
@@ -242,7 +250,9 @@ class EmbedPairDevice : public PlanProbe {
     return peak(plan_) - kBase;
   }
   int64_t probe_check_batches() override {
-    ++checks;
+    PlanModes modes;
+    for (size_t i = 0; i < plan_.size(); ++i) modes.push_back(plan_.mode(i));
+    checked.push_back(modes);
     const int64_t measured = probe(nullptr);
     return out_of_memory ? -1 : measured;
   }
@@ -262,8 +272,8 @@ class EmbedPairDevice : public PlanProbe {
 
   static constexpr int64_t kBase = 1000000, kOutput = 50000;
   static constexpr int64_t kRetained[3] = {55000, 100000, 100000};  // nothing recomputed, output included
-  int checks = 0;
-  bool out_of_memory = false;  // every check runs out
+  std::vector<PlanModes> checked;                                   // each check's plan
+  bool out_of_memory = false;                                       // every check runs out
 
  private:
   // What piece i adds to what is held after its forward.
@@ -279,10 +289,12 @@ class EmbedPairDevice : public PlanProbe {
   int64_t held_ = kBase;
 };
 
-// When every check runs out of memory the planner ends on the plan that
-// keeps the least: with an embed's input and block 0's attention lean (the
-// input's output made again), not with every piece recomputed.
-TEST(AutoPlanCheck, TheLastPlanMadeAgainIsTheSmallestWithTheEmbedsLeanPair) {
+// Where no plan fits a lowered target the planner checks the plan that
+// keeps the least, with an embed's input and block 0's attention lean (the
+// input's output made again), and, that over the budget too, every piece
+// recomputed. When every check runs out of memory it keeps the one the
+// model predicts lowest: the smallest.
+TEST(AutoPlanCheck, TheLastResortsAreTheSmallestPlanThenEverythingRecomputed) {
   EmbedPairDevice device;
   const AutoPlan first = choose_auto_plan(device, 10 * EmbedPairDevice::kBase, RankPlan{device.plan()});
   const PlanModes smallest = smallest_plan(first.costs);
@@ -290,14 +302,19 @@ TEST(AutoPlanCheck, TheLastPlanMadeAgainIsTheSmallestWithTheEmbedsLeanPair) {
   EXPECT_EQ(first.costs.pieces[0].lean_bytes, 5000);  // the attention's freeing booked to the input
   EXPECT_EQ(first.costs.pieces[1].lean_bytes, 70000);
   device.out_of_memory = true;
-  device.checks = 0;
+  device.checked.clear();
   const AutoPlan a = choose_auto_plan(device, first.costs.peak(smallest), RankPlan{device.plan()});
+  const PlanModes everything(3, PieceMode::Recompute);
+  ASSERT_GE(device.checked.size(), 2u);
+  EXPECT_EQ(device.checked.back(), everything);  // the last resort after the smallest
+  EXPECT_EQ(std::count(device.checked.begin(), device.checked.end(), smallest), 1);
+  EXPECT_EQ(int(device.checked.size()), a.replans + 1);
+  EXPECT_LT(a.replans, kPlanChecks);  // ended by having checked both
   PlanModes modes;
   for (const PieceKey& key : a.plan.pieces()) modes.push_back(a.plan.mode(key));
-  EXPECT_EQ(modes, smallest) << a.plan.table();
+  EXPECT_EQ(modes, smallest) << a.plan.table();  // every check ran out: the lowest prediction kept
   EXPECT_EQ(a.checked_peak_bytes, -1);
-  EXPECT_EQ(device.checks, a.replans + 1);
-  EXPECT_LT(a.replans, kPlanChecks);  // ended by reaching the smallest plan
+  EXPECT_EQ(a.predicted_peak_bytes, first.costs.peak(smallest));
 }
 
 }  // namespace

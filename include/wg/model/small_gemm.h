@@ -21,7 +21,8 @@ namespace wg {
 // C = alpha · op(A) · op(B) + beta · C, row-major as wg::gemm
 // (wg/util/blas.h): op(A) is m×k (A stored k×m when trans_a), op(B) k×n
 // (n×k when trans_b), C m×n; row i of A starts at a + i·lda, and so on.
-// With beta == 0, C is only written (a NaN there does not come through).
+// With beta == 0, C is only written, and with alpha == 0 A and B are not
+// read (a NaN there does not come through), as BLAS.
 // Runs the build for the CPU's vector_isa(); returns false, and touches
 // nothing, where the CPU has neither AVX-512 nor AVX2 with FMA (the caller
 // then goes to BLAS). Any sizes; meant for small ones.

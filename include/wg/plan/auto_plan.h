@@ -9,8 +9,10 @@
 // the budget (the model under-predicted that mix of pieces, or another
 // batch peaks higher than the profiled one) or one runs out of memory, the
 // planner plans again with the target lowered by the error it saw (by
-// another margin after running out), up to kPlanChecks times or until the
-// plan is the smallest (cost_model.h's smallest_plan).
+// another margin after running out), up to kPlanChecks times. Where no
+// plan fits the lowered target it checks the smallest plan (cost_model.h's
+// smallest_plan), then every piece recomputed; it stops when both are
+// over the budget.
 #pragma once
 
 #include <cstdint>
@@ -50,8 +52,9 @@ constexpr int kPlanChecks = 3;
 
 // `rules`: the rank's plan with the node rules applied; its pieces in
 // rules.rule_sections win over the planner's. The probe's plan is left as
-// it was. Where even the last check exceeds the budget, the plan is kept
-// (checked_peak_bytes says by how much; the out-of-memory fallback is there
+// it was. Where every check exceeds the budget, the plan that measured
+// lowest is kept (ties and running out of memory: the lower prediction;
+// checked_peak_bytes says by how much; the out-of-memory fallback is there
 // for a device). The checks leave out the optimizer step, which the
 // probes do not run. Throws std::invalid_argument when the budget is below the
 // smallest plan's predicted peak.
