@@ -56,8 +56,8 @@ struct Product {
 // dS dense [lq, lk].
 std::vector<Product> products(int64_t lq, int64_t lk, int64_t dh) {
   const int64_t fused = 3 * 8 * dh, out = 8 * dh;
-  return {{"q kT", false, true, lq, lk, dh, fused, fused, lk},   {"P v", false, false, lq, dh, lk, lk, fused, out},
-          {"PT dO", true, false, lk, dh, lq, lk, out, fused},    {"dO vT", false, true, lq, lk, dh, out, fused, lk},
+  return {{"q kT", false, true, lq, lk, dh, fused, fused, lk},  {"P v", false, false, lq, dh, lk, lk, fused, out},
+          {"PT dO", true, false, lk, dh, lq, lk, out, fused},   {"dO vT", false, true, lq, lk, dh, out, fused, lk},
           {"dS k", false, false, lq, dh, lk, lk, fused, fused}, {"dST q", true, false, lk, dh, lq, lk, fused, fused}};
 }
 

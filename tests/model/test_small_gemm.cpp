@@ -151,7 +151,8 @@ TEST(SmallGemm, AlphaZeroReadsNeitherOperand) {
     std::vector<float> c = o.c;
     ASSERT_TRUE(run(isa, s, 0.0f, o, 0.5f, c));
     for (int64_t i = 0; i < s.m; ++i)
-      for (int64_t j = 0; j < s.n; ++j) ASSERT_EQ(c[size_t(i * o.ldc + j)], 1.0f) << name(isa) << ": " << i << ", " << j;
+      for (int64_t j = 0; j < s.n; ++j)
+        ASSERT_EQ(c[size_t(i * o.ldc + j)], 1.0f) << name(isa) << ": " << i << ", " << j;
   }
 }
 
