@@ -19,7 +19,25 @@
 namespace wg {
 namespace {
 
-class MadeUpDevice : public PlanProbe {
+// What the made-up devices below share: their plan, the bytes they hold
+// above kBase, and shares of a piece's FLOPs that recomputing (all) and
+// running lean (none) run again.
+class MadeUpProbe : public PlanProbe {
+ public:
+  static constexpr int64_t kBase = 1000000;
+  const RecomputePlan& plan() const override { return plan_; }
+  void set_plan(const RecomputePlan& plan) override { plan_ = plan; }
+  double rerun_share(const PieceKey&) const override { return 1; }
+  double lean_share(const PieceKey&) const override { return 0; }
+  int64_t current_bytes() const override { return held_; }
+  int64_t steady_base_bytes() const override { return kBase; }
+
+ protected:
+  RecomputePlan plan_;
+  int64_t held_ = kBase;
+};
+
+class MadeUpDevice : public MadeUpProbe {
  public:
   // Piece i keeps `retained` bytes, `output` of them its output. A mixed
   // plan peaks `extra_mixed + extra_per_recomputed * (pieces recomputed)`
@@ -36,8 +54,6 @@ class MadeUpDevice : public PlanProbe {
                               : PieceKey::io("p" + std::to_string(i), "", PieceKind::Input));
     plan_ = RecomputePlan(keys);
   }
-  const RecomputePlan& plan() const override { return plan_; }
-  void set_plan(const RecomputePlan& plan) override { plan_ = plan; }
   int64_t probe(PieceObserver* observer) override {
     ++probes;
     for (size_t i = 0; i < plan_.size(); ++i) {
@@ -57,10 +73,6 @@ class MadeUpDevice : public PlanProbe {
     checked.push_back(kBase + peak);
     return limit > 0 && kBase + peak > limit ? -1 : peak;
   }
-  double rerun_share(const PieceKey&) const override { return 1; }
-  double lean_share(const PieceKey&) const override { return 0; }
-  int64_t current_bytes() const override { return held_; }
-  int64_t steady_base_bytes() const override { return kBase; }
 
   // Backward at piece p holds what the pieces before it keep and all of p's activations.
   int64_t peak(const RecomputePlan& p) const {
@@ -74,7 +86,6 @@ class MadeUpDevice : public PlanProbe {
     return kBase + worst + (mixed ? extra_mixed_ + extra_per_ * on : 0);
   }
 
-  static constexpr int64_t kBase = 1000000;
   int probes = 0, checks = 0;
   std::vector<int64_t> checked;  // each check's peak
   int64_t limit = 0;  // > 0: a check whose peak exceeds it runs out of memory
@@ -83,9 +94,7 @@ class MadeUpDevice : public PlanProbe {
   int64_t kept(PieceMode mode) const {
     return mode == PieceMode::Recompute ? output_ : mode == PieceMode::Lean && lean_ > 0 ? lean_ : retained_;
   }
-  RecomputePlan plan_;
   int64_t retained_, output_, lean_, extra_mixed_, extra_per_;
-  int64_t held_ = kBase;
 };
 
 RankPlan no_rules(const MadeUpDevice& d) { return RankPlan{d.plan()}; }
@@ -232,13 +241,13 @@ TEST(AutoPlanCheck, EverythingTheRulesAllowStillOverTheBudgetEndsTheChecks) {
 // shows them: lean, the input keeps its output until the attention, lean
 // too, lets it go (it makes it again in backward). Backward at piece p
 // holds what the pieces before it keep and all that p keeps unrecomputed.
-class EmbedPairDevice : public PlanProbe {
+class EmbedPairDevice : public MadeUpProbe {
  public:
-  EmbedPairDevice()
-      : plan_({PieceKey::io("embed", "E", PieceKind::Input), PieceKey::in_block("embed", "E", 0, PieceKind::Attention),
-               PieceKey::in_block("embed", "E", 0, PieceKind::Mlp)}) {}
-  const RecomputePlan& plan() const override { return plan_; }
-  void set_plan(const RecomputePlan& plan) override { plan_ = plan; }
+  EmbedPairDevice() {
+    plan_ = RecomputePlan({PieceKey::io("embed", "E", PieceKind::Input),
+                           PieceKey::in_block("embed", "E", 0, PieceKind::Attention),
+                           PieceKey::in_block("embed", "E", 0, PieceKind::Mlp)});
+  }
   int64_t probe(PieceObserver* observer) override {
     for (size_t i = 0; i < plan_.size(); ++i) {
       if (observer) observer->before(plan_.pieces()[i]);
@@ -256,10 +265,6 @@ class EmbedPairDevice : public PlanProbe {
     const int64_t measured = probe(nullptr);
     return out_of_memory ? -1 : measured;
   }
-  double rerun_share(const PieceKey&) const override { return 1; }
-  double lean_share(const PieceKey&) const override { return 0; }
-  int64_t current_bytes() const override { return held_; }
-  int64_t steady_base_bytes() const override { return kBase; }
 
   int64_t peak(const RecomputePlan& p) const {
     int64_t prefix = 0, worst = 0;
@@ -270,7 +275,7 @@ class EmbedPairDevice : public PlanProbe {
     return kBase + std::max(worst, prefix);
   }
 
-  static constexpr int64_t kBase = 1000000, kOutput = 50000;
+  static constexpr int64_t kOutput = 50000;
   static constexpr int64_t kRetained[3] = {55000, 100000, 100000};  // nothing recomputed, output included
   std::vector<PlanModes> checked;                                   // each check's plan
   bool out_of_memory = false;                                       // every check runs out
@@ -285,8 +290,6 @@ class EmbedPairDevice : public PlanProbe {
     if (i == 1) return 70000 - (p.mode(0) == PieceMode::Lean ? kOutput : 0);  // lets the input's output go
     return 60000;
   }
-  RecomputePlan plan_;
-  int64_t held_ = kBase;
 };
 
 // Where no plan fits a lowered target the planner checks the plan that
