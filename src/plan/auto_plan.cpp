@@ -78,12 +78,10 @@ AutoPlan choose_auto_plan(PlanProbe& probe, int64_t budget, const RankPlan& rule
     ++a.replans;
   }
   if (a.checked_over_budget() && check_rank(best) < check_rank(a)) {  // keep the plan that measured lowest
-    const int replans = a.replans;
     a.plan = best.plan;
     a.predicted_peak_bytes = best.predicted_peak_bytes;
     a.checked_peak_bytes = best.checked_peak_bytes;
     a.added_seconds = best.added_seconds;
-    a.replans = replans;
   }
   return a;
 }
