@@ -75,7 +75,7 @@ TEST_F(ConfigTest, UpstreamsPlaceholdersGenerateOrMustBeSet) {
   EXPECT_EQ(d.data_seed(), 1234u);
   EXPECT_EQ(d.seed, 7u);
   EXPECT_EQ(one_problem(sets({"lr_max=???"})),
-            "--set 'lr_max=???': lr_max is ???, upstream's placeholder for a value that must be set: set it in a "
+            "--set 'lr_max=???\': lr_max is ???, upstream's placeholder for a value that must be set: set it in a "
             "config file or with --set lr_max=...");
   EXPECT_EQ(one_problem(sets({"data_loader_rng_seed=-3"})),
             "--set 'data_loader_rng_seed=-3': data_loader_rng_seed must be an integer >= 0, or ??? (then seed is "
