@@ -117,7 +117,8 @@ constexpr int kPlannerGrid = 20000;
 
 // The plan that keeps the least for backward: every piece recomputed that
 // no rule fixes, but a lean_with_next piece and the next one lean where
-// that predicts a lower peak. The automatic planner's last resort.
+// that predicts a lower peak. The first of the automatic planner's last
+// resorts (auto_plan.h).
 PlanModes smallest_plan(const CostModel& costs);
 
 // Throws std::invalid_argument naming the budget and the smallest predicted
