@@ -32,7 +32,6 @@
 #include "wg/model/small_gemm.h"
 #include "wg/util/blas.h"
 #include "wg/util/onednn_sgemm.h"
-#include "wg/util/vector_isa.h"
 
 using namespace wg;
 using json = nlohmann::json;
@@ -105,9 +104,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   omp_set_num_threads(1);  // as inside the kernel's parallel region
-  std::vector<VectorIsa> builds;
-  if (vector_isa() == VectorIsa::Avx512) builds.push_back(VectorIsa::Avx512);
-  if (vector_isa() != VectorIsa::Base) builds.push_back(VectorIsa::Avx2);
   using Fn = std::function<void(const Product&, const float*, const float*, float*, int64_t)>;
   struct Side {
     std::string name;
@@ -131,7 +127,7 @@ int main(int argc, char** argv) {
                                 ldc);
                    }});
 #endif
-  for (const VectorIsa isa : builds)
+  for (const VectorIsa isa : small_gemm_builds())
     sides.push_back({isa == VectorIsa::Avx512 ? "small_gemm AVX-512" : "small_gemm AVX2",
                      [isa](const Product& p, const float* a, const float* b, float* c, int64_t ldc) {
                        small_gemm_on(isa, p.ta, p.tb, p.m, p.n, p.k, 1.0f, a, p.lda, b, p.ldb, 0.0f, c, ldc);

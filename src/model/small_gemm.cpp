@@ -187,19 +187,33 @@ WG_AVX512 void avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 
 }  // namespace small_gemm_kernels
 
-bool small_gemm_on(VectorIsa isa, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+bool small_gemm_runs(VectorIsa isa) {
   const VectorIsa cpu = vector_isa();
-  if (alpha == 0.0f) k = 0;  // as BLAS: A and B not read (a NaN there does not come through), C = beta · C
-  if (isa == VectorIsa::Avx512 && cpu == VectorIsa::Avx512) {
-    small_gemm_kernels::avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return true;
-  }
-  if (isa == VectorIsa::Avx2 && cpu != VectorIsa::Base) {  // AVX-512 F and DQ CPUs run AVX2 with FMA too
-    small_gemm_kernels::avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return true;
+  switch (isa) {
+    case VectorIsa::Avx512: return cpu == VectorIsa::Avx512;
+    case VectorIsa::Avx2: return cpu != VectorIsa::Base;  // AVX-512 F and DQ CPUs run AVX2 with FMA too
+    case VectorIsa::Base: break;
   }
   return false;
+}
+
+std::vector<VectorIsa> small_gemm_builds() {
+  std::vector<VectorIsa> out;
+  for (const VectorIsa isa : {VectorIsa::Avx512, VectorIsa::Avx2})
+    if (small_gemm_runs(isa)) out.push_back(isa);
+  return out;
+}
+
+bool small_gemm_on(VectorIsa isa, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (!small_gemm_runs(isa)) return false;
+  if (alpha == 0.0f) k = 0;  // as BLAS: A and B not read (a NaN there does not come through), C = beta · C
+  if (isa == VectorIsa::Avx512) {
+    small_gemm_kernels::avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    small_gemm_kernels::avx2(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  return true;
 }
 
 bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

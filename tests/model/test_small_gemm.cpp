@@ -196,6 +196,8 @@ TEST(SmallGemm, ARowHasTheSameBitsAloneAsAmongOthers) {
 
 // small_gemm runs the build of the CPU's widest instruction set.
 TEST(SmallGemm, RunsTheCpusWidestBuild) {
+  EXPECT_EQ(small_gemm_builds(), builds());
+  EXPECT_FALSE(small_gemm_runs(VectorIsa::Base));
   SKIP_WITHOUT_A_BUILD();
   std::mt19937 gen(13);
   const Shape s{false, true, 16, 16, 8};

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "wg/util/vector_isa.h"
 
@@ -29,8 +30,13 @@ namespace wg {
 bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// The same with the build for `isa` (tests run every build the CPU runs):
-// false where the CPU does not run it, and for VectorIsa::Base.
+// Whether this CPU runs the build for `isa` (never VectorIsa::Base), and
+// every build it runs, widest first (empty: neither AVX-512 nor AVX2).
+bool small_gemm_runs(VectorIsa isa);
+std::vector<VectorIsa> small_gemm_builds();
+
+// The same with the build for `isa` (tests and bench_small_gemm run every
+// build the CPU runs): false where the CPU does not run it.
 bool small_gemm_on(VectorIsa isa, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
