@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "bench_median.h"
 #include "wg/model/attention_core.h"
 #include "wg/model/norms.h"
 #include "wg/util/threads.h"
@@ -38,10 +39,7 @@ using json = nlohmann::json;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using wg::bench::upper_median;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -173,7 +171,8 @@ int main(int argc, char** argv) {
           fwd[side].push_back(f);
           both[side].push_back(b);
         }
-    return std::array<double, 4>{median(fwd[0]), median(fwd[1]), median(both[0]), median(both[1])};
+    return std::array<double, 4>{upper_median(fwd[0]), upper_median(fwd[1]), upper_median(both[0]),
+                                 upper_median(both[1])};
   };
 
   json rows = json::array();
