@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "wg/util/units.h"
 
@@ -149,22 +152,11 @@ PlanModes smallest_plan(const CostModel& c) {
   return modes;
 }
 
-PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
+namespace {
+// The fastest plan whose predicted peak fits `budget` on the planner's
+// byte grid (cost_model.h), or none where no plan fits it.
+std::optional<PlanModes> fastest_within(const CostModel& c, int64_t budget) {
   const size_t n = c.pieces.size();
-  PlannedRecompute out;
-  const PlanModes smallest = smallest_plan(c);
-  if (c.peak(smallest) > budget)
-    throw std::invalid_argument(
-        "memory budget of " + std::to_string(budget) + " bytes (" + std::to_string(double(budget) / kGiB) +
-        " GiB) is below the smallest predicted step peak, " + std::to_string(c.peak(smallest)) +
-        " bytes with every piece recomputed (that a rule does not fix; an embed's input and its first "
-        "attention lean where that keeps less)");
-  out.modes = c.all(PieceMode::Keep, true);
-  if (c.peak(out.modes) <= budget) {  // nothing (more) to recompute
-    out.added_seconds = c.added_seconds(out.modes);
-    out.predicted_peak_bytes = c.peak(out.modes);
-    return out;
-  }
   // Room for activations: peak <= budget  <=>  prefix_p + own_p <= room for every p.
   const int64_t room = budget - c.base_bytes - c.transient;
   const OwnBytes own = own_bytes(c.pieces, c.alpha, c.alpha_kept);
@@ -217,25 +209,71 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
     }
     dp.swap(next);
   }
+  // At the end of forward every piece's kept bytes are held at once (the
+  // last one's output too where it is lean only with a next piece): with
+  // alpha_kept below 0 that can exceed every backward's.
+  auto held_at_end = [&](size_t s) { return s / 2 + (s % 2 == 1 ? size_t(up(c.pieces.back().output_bytes)) : 0); };
   size_t best = S;
   for (size_t s = 0; s < S; ++s)
-    if (dp[s] < inf && (best == S || dp[s] < dp[best])) best = s;
-  out.modes = smallest;  // where no way fits the grid: only its rounding stands between the budget and this plan
-  if (best < S) {
-    // Walk back: the state before piece i follows from the choice at i.
-    PlanModes modes(n);
-    size_t s = best;
-    bool complete = true;
-    for (size_t i = n; i-- > 0;) {
-      const signed char k = choice[i][s];
-      complete = k >= 0;
-      if (!complete) break;
-      const PieceMode mode = static_cast<PieceMode>(k);
-      modes[i] = mode;
-      const bool pending = from[i][s] == 1;
-      s = 2 * size_t(int(s / 2) - up(c.pieces[i].kept_bytes(mode)) - unfreed(i, pending, mode)) + (pending ? 1 : 0);
+    if (dp[s] < inf && double(held_at_end(s)) * unit <= double(room) && (best == S || dp[s] < dp[best])) best = s;
+  if (best == S) return std::nullopt;
+  // Walk back: the state before piece i follows from the choice at i.
+  PlanModes modes(n);
+  size_t s = best;
+  for (size_t i = n; i-- > 0;) {
+    const signed char k = choice[i][s];
+    if (k < 0) return std::nullopt;
+    const PieceMode mode = static_cast<PieceMode>(k);
+    modes[i] = mode;
+    const bool pending = from[i][s] == 1;
+    s = 2 * size_t(int(s / 2) - up(c.pieces[i].kept_bytes(mode)) - unfreed(i, pending, mode)) + (pending ? 1 : 0);
+  }
+  return modes;
+}
+
+// A plan of the lowest predicted peak, found by bisecting the budget
+// between `below` (that no plan fits) and smallest_plan's peak, down to the
+// planner's grid. The two alphas differ (a recomputed piece's backward
+// holds its rerun's activations and its own at once), so recomputing a
+// piece can raise the peak, and smallest_plan's need not be the lowest.
+PlanModes lowest_peak_plan(const CostModel& c, int64_t below) {
+  PlanModes plan = smallest_plan(c);
+  int64_t lo = below, hi = c.peak(plan);
+  int64_t total = 0;
+  for (const auto& p : c.pieces) total += p.retained_bytes;
+  const int64_t unit = std::max<int64_t>(1, total / kPlannerGrid);
+  while (hi - lo > unit) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (const std::optional<PlanModes> fits = fastest_within(c, mid)) {
+      plan = *fits;
+      hi = std::min(mid, c.peak(plan));
+    } else {
+      lo = mid;
     }
-    if (complete) out.modes = modes;
+  }
+  return plan;
+}
+}  // namespace
+
+PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
+  PlannedRecompute out;
+  out.modes = c.all(PieceMode::Keep, true);
+  if (c.peak(out.modes) > budget) {  // something (more) to recompute
+    const PlanModes smallest = smallest_plan(c);
+    if (std::optional<PlanModes> fits = fastest_within(c, budget)) {
+      out.modes = std::move(*fits);
+    } else if (c.peak(smallest) <= budget) {
+      out.modes = smallest;  // only the grid's rounding stands between the budget and this plan
+    } else {
+      const int64_t lowest = c.peak(lowest_peak_plan(c, budget));
+      throw std::invalid_argument("memory budget of " + std::to_string(budget) + " bytes (" +
+                                  std::to_string(double(budget) / kGiB) +
+                                  " GiB) is below the smallest predicted step peak, " + std::to_string(lowest) +
+                                  " bytes (the lowest of the plans the rules allow; with every piece recomputed "
+                                  "that a rule does not fix, an embed's input and its first attention lean "
+                                  "where that keeps less: " +
+                                  std::to_string(c.peak(smallest)) + " bytes)");
+    }
   }
   out.predicted_peak_bytes = c.peak(out.modes);
   out.added_seconds = c.added_seconds(out.modes);

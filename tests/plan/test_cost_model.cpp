@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
+#include <string>
 
 #include "wg/plan/cost_model.h"
 #include "wg/plan/recompute_plan.h"
@@ -152,29 +154,37 @@ TEST(MemoryPlanner, CalibrationWithALeanProbeReproducesAllThreePeaks) {
 
 TEST(MemoryPlanner, ChoosesTheFastestPlanThatFitsExhaustiveCheck) {
   const std::vector<PlanModes> plans = every_plan(8);
+  // Calibrated alphas of 0, and a recomputed piece's backward holding more
+  // than a kept one's (whose end of forward can then be the peak).
   for (const bool lean : {false, true})
-    for (uint32_t seed = 1; seed <= 20; ++seed) {
-      const CostModel c = random_costs(seed, 8, lean);
-      const int64_t lo = c.peak(every(8, R)), hi = c.peak(every(8, K));
-      for (double f : {0.05, 0.3, 0.6, 0.9}) {
-        const int64_t budget = lo + int64_t(f * double(hi - lo));
-        const PlannedRecompute p = plan_for_budget(c, budget);
-        ASSERT_LE(p.predicted_peak_bytes, budget);
-        ASSERT_EQ(p.predicted_peak_bytes, c.peak(p.modes));
-        // Exact up to the byte grid (1/20000 of the total), which rounds
-        // each piece's kept bytes up: at least as fast as every plan that
-        // fits with a grid step per piece to spare.
-        int64_t total = 0;
-        for (const PieceCost& piece : c.pieces) total += piece.retained_bytes;
-        const int64_t spare = 8 * (total / kPlannerGrid + 1);
-        double best = 1e30;
-        for (const PlanModes& m : plans)
-          if (c.peak(m) <= budget - spare) best = std::min(best, c.added_seconds(m));
-        EXPECT_LE(p.added_seconds, best + 1e-12) << "seed " << seed << " f " << f << " lean " << lean;
-        for (size_t i = 0; i < p.modes.size(); ++i)
-          if (!c.pieces[i].can_run_lean()) EXPECT_NE(p.modes[i], L) << "piece " << i;
+    for (const bool alphas : {false, true})
+      for (uint32_t seed = 1; seed <= 20; ++seed) {
+        CostModel c = random_costs(seed, 8, lean);
+        if (alphas) {
+          c.alpha = 0.8;
+          c.alpha_kept = -0.4;
+        }
+        const int64_t lo = c.peak(every(8, R)), hi = c.peak(every(8, K));
+        for (double f : {0.05, 0.3, 0.6, 0.9}) {
+          const int64_t budget = lo + int64_t(f * double(hi - lo));
+          const PlannedRecompute p = plan_for_budget(c, budget);
+          ASSERT_LE(p.predicted_peak_bytes, budget);
+          ASSERT_EQ(p.predicted_peak_bytes, c.peak(p.modes));
+          // Exact up to the byte grid (1/20000 of the total), which rounds
+          // each piece's kept bytes up: at least as fast as every plan that
+          // fits with a grid step per piece to spare.
+          int64_t total = 0;
+          for (const PieceCost& piece : c.pieces) total += piece.retained_bytes;
+          const int64_t spare = 8 * (total / kPlannerGrid + 1);
+          double best = 1e30;
+          for (const PlanModes& m : plans)
+            if (c.peak(m) <= budget - spare) best = std::min(best, c.added_seconds(m));
+          EXPECT_LE(p.added_seconds, best + 1e-12)
+              << "seed " << seed << " f " << f << " lean " << lean << " alphas " << alphas;
+          for (size_t i = 0; i < p.modes.size(); ++i)
+            if (!c.pieces[i].can_run_lean()) EXPECT_NE(p.modes[i], L) << "piece " << i;
+        }
       }
-    }
 }
 
 // Lean pieces that save bytes cheaply are chosen before recomputing:
@@ -298,6 +308,69 @@ TEST(MemoryPlanner, BudgetBelowTheAllRecomputePeakIsAClearError) {
     EXPECT_NE(m.find("memory budget of " + std::to_string(lo - 1) + " bytes"), std::string::npos) << m;
     EXPECT_NE(m.find("smallest predicted step peak, " + std::to_string(lo)), std::string::npos) << m;
   }
+}
+
+// Where a recomputed piece's backward holds more than a kept one's (alpha
+// 1 against alpha_kept -0.5), recomputing can raise the peak: two pieces
+// that keep 100 (10 of it output) peak at 210 both recomputed, 200 both
+// kept or with the first recomputed. A budget of 205 is met, as it is
+// where only the second of these fits.
+TEST(MemoryPlanner, ABudgetUnderTheSmallestPlansPeakIsMetWhereAPlanFits) {
+  CostModel c;
+  c.pieces = {{key("a"), 100, 10, 1.0}, {key("b"), 100, 10, 1.0}};
+  c.alpha = 1.0;
+  c.alpha_kept = -0.5;
+  EXPECT_EQ(c.peak(every(2, R)), 210);
+  EXPECT_EQ(c.peak({R, K}), 200);
+  EXPECT_EQ(c.peak(every(2, K)), 200);
+  EXPECT_EQ(plan_for_budget(c, 205).modes, every(2, K));
+  // With b keeping 150, both kept peak at 250 and both recomputed at 310:
+  // only the first recomputed fits (200).
+  c.pieces[1].retained_bytes = 150;
+  EXPECT_EQ(c.peak(every(2, K)), 250);
+  EXPECT_EQ(c.peak(every(2, R)), 310);
+  EXPECT_EQ(smallest_plan(c), every(2, R));
+  const PlannedRecompute p = plan_for_budget(c, 205);
+  EXPECT_EQ(p.modes, (PlanModes{R, K}));
+  EXPECT_EQ(p.predicted_peak_bytes, c.peak(p.modes));
+}
+
+// Over random costs with those alphas, every budget some plan meets (with
+// the grid's rounding to spare) is met, and under the lowest peak of any
+// plan the error names that peak, not the higher one of smallest_plan.
+TEST(MemoryPlanner, TheErrorNamesTheLowestPeakOfAnyPlan) {
+  const std::vector<PlanModes> plans = every_plan(6);
+  int below_smallest = 0;
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    CostModel c = random_costs(seed, 6, true);
+    c.alpha = 1.0;
+    c.alpha_kept = -0.3;
+    int64_t lowest = std::numeric_limits<int64_t>::max();
+    for (const PlanModes& m : plans) {
+      bool allowed = true;
+      for (size_t i = 0; i < m.size(); ++i) allowed = allowed && (m[i] != L || c.pieces[i].can_run_lean());
+      if (allowed) lowest = std::min(lowest, c.peak(m));
+    }
+    if (lowest < c.peak(smallest_plan(c))) ++below_smallest;
+    int64_t total = 0;
+    for (const PieceCost& piece : c.pieces) total += piece.retained_bytes;
+    const int64_t spare = 6 * (total / kPlannerGrid + 1);
+    const PlannedRecompute p = plan_for_budget(c, lowest + spare);
+    EXPECT_LE(p.predicted_peak_bytes, lowest + spare) << "seed " << seed;
+    try {
+      plan_for_budget(c, lowest - 1);
+      ADD_FAILURE() << "seed " << seed << ": a budget under every plan's peak was taken";
+    } catch (const std::invalid_argument& e) {
+      const std::string m = e.what();
+      const std::string tag = "smallest predicted step peak, ";
+      const size_t at = m.find(tag);
+      ASSERT_NE(at, std::string::npos) << m;
+      const int64_t named = std::stoll(m.substr(at + tag.size()));
+      EXPECT_GE(named, lowest) << "seed " << seed << ": " << m;
+      EXPECT_LE(named, lowest + spare) << "seed " << seed << ": " << m;
+    }
+  }
+  EXPECT_GT(below_smallest, 0);  // the case this test is for occurs
 }
 
 TEST(MemoryPlanner, FixedPiecesStayFixed) {

@@ -121,8 +121,12 @@ constexpr int kPlannerGrid = 20000;
 // resorts (auto_plan.h).
 PlanModes smallest_plan(const CostModel& costs);
 
-// Throws std::invalid_argument naming the budget and the smallest predicted
-// peak (smallest_plan's) when even that does not fit.
+// The fastest plan that fits the budget (smallest_plan where only the
+// grid's rounding rules out every other). Throws std::invalid_argument
+// where no plan fits, naming the budget and the lowest predicted peak of
+// any plan (found down to the grid; it can lie below smallest_plan's, as
+// a recomputed piece's backward holds more than a kept one's: alpha
+// against alpha_kept).
 PlannedRecompute plan_for_budget(const CostModel& costs, int64_t budget_bytes);
 
 // The piece to recompute next after an out-of-memory failure: among those
