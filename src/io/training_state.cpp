@@ -1,17 +1,13 @@
 // Training state <-> safetensors (see header).
 #include "wg/io/training_state.h"
 
-#include <c10/util/string_utils.h>
 #include <torch/torch.h>
 
 #include "wg/io/safetensors.h"
 #include "wg/io/weights.h"
+#include "wg/util/optimizer_state_key.h"
 
 namespace wg {
-
-namespace {
-std::string state_key(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
-}  // namespace
 
 void save_training_state(const std::string& path, const torch::nn::Module& model, torch::optim::AdamW& optimizer,
                          int64_t next_step, const std::vector<torch::Tensor>& ema) {
@@ -20,7 +16,7 @@ void save_training_state(const std::string& path, const torch::nn::Module& model
   f.metadata["next_step"] = std::to_string(next_step);
   auto& state = optimizer.state();
   for (const auto& p : model.named_parameters()) {
-    auto it = state.find(state_key(p.value()));
+    auto it = state.find(optimizer_state_key(p.value()));
     if (it == state.end()) continue;  // never updated yet
     const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
     const std::string base = "optimizer." + p.key();
@@ -83,7 +79,7 @@ int64_t load_training_state(const std::string& path, torch::nn::Module& model, t
     s->exp_avg(to_tensor(*m).to(p.device(), p.scalar_type()));
     s->exp_avg_sq(to_tensor(*f.find("optimizer." + name + ".exp_avg_sq")).to(p.device(), p.scalar_type()));
     s->step(to_tensor(*f.find("optimizer." + name + ".step")).item<int64_t>());
-    state[state_key(p)] = std::move(s);
+    state[optimizer_state_key(p)] = std::move(s);
   }
   return std::stoll(step_it->second);
 }

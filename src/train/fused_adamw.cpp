@@ -17,13 +17,13 @@
 #include "wg/train/fused_adamw.h"
 
 #include <ATen/Parallel.h>
-#include <c10/util/string_utils.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
+#include "wg/util/optimizer_state_key.h"
 #include "wg/util/vector_isa.h"
 
 namespace wg {
@@ -183,7 +183,7 @@ void FusedAdamW::step_scaled(double grad_scale) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const torch::Tensor& g = p.grad();
-      const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const auto key = optimizer_state_key(p);
       auto it = state_.find(key);
       if (it == state_.end()) {
         auto s = std::make_unique<torch::optim::AdamWParamState>();

@@ -17,7 +17,9 @@
 #include <limits>
 
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 
@@ -51,8 +53,17 @@ void counting_delete(void* ptr) {
   c10::free_cpu(base);
 }
 
+// LibTorch 2.3 made Allocator::allocate non-const and added copy_data.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define WG_ALLOCATE_CONST
+#define WG_ALLOCATOR_COPY_DATA 1
+#else
+#define WG_ALLOCATE_CONST const
+#define WG_ALLOCATOR_COPY_DATA 0
+#endif
+
 struct CountingAllocator final : public c10::Allocator {
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) WG_ALLOCATE_CONST override {
     const int64_t limit = counters().limit.load(std::memory_order_relaxed);
     if (limit > 0 && counters().current.load(std::memory_order_relaxed) + int64_t(n) > limit)
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU memory limit: allocating ", n, " bytes would pass the limit of ",
@@ -68,6 +79,9 @@ struct CountingAllocator final : public c10::Allocator {
     return {data, data, &counting_delete, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &counting_delete; }
+#if WG_ALLOCATOR_COPY_DATA
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+#endif
 };
 
 std::once_flag g_install_once;
@@ -113,7 +127,9 @@ MemorySnapshot memory_snapshot(const std::string& device) {
 #ifdef WG_TORCH_CUDA
     const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
-    const auto all = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+    // StatType::AGGREGATE, 0 in every LibTorch; the enum moved out of
+    // c10::cuda::CUDACachingAllocator in 2.5 (c10::CachingAllocator).
+    constexpr size_t all = 0;
     s.current_bytes = stats.allocated_bytes[all].current;
     s.peak_bytes = stats.allocated_bytes[all].peak;
     s.reserved_peak_bytes = stats.reserved_bytes[all].peak;

@@ -9,6 +9,7 @@
 
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/version.h>
 
 #include <functional>
 #include <tuple>
@@ -557,13 +558,21 @@ TEST(LeanOps, RecomputedCoresRunOnceInBackwardBitIdentical) {
 
 // CPU autocast in bfloat16 for one scope (it stands in for CUDA's, which
 // the trainer uses with with_mixed_precision).
+// (LibTorch 2.4 named the calls by device and deprecated the old ones.)
 struct CpuAutocast {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  static void enable(bool on) { at::autocast::set_autocast_enabled(at::kCPU, on); }
+  static void use_bf16() { at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16); }
+#else
+  static void enable(bool on) { at::autocast::set_cpu_enabled(on); }
+  static void use_bf16() { at::autocast::set_autocast_cpu_dtype(at::kBFloat16); }
+#endif
   CpuAutocast() {
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    enable(true);
+    use_bf16();
   }
   ~CpuAutocast() {
-    at::autocast::set_cpu_enabled(false);
+    enable(false);
     at::autocast::clear_cache();
   }
 };

@@ -4,12 +4,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <c10/util/string_utils.h>
-
 #include <cmath>
 #include <limits>
 
 #include "wg/train/fused_adamw.h"
+#include "wg/util/optimizer_state_key.h"
 
 namespace wg {
 namespace {
@@ -54,7 +53,7 @@ void train(Opt& opt, std::vector<torch::Tensor>& ps) {
 
 const torch::optim::AdamWParamState& state_of(torch::optim::AdamW& opt, const torch::Tensor& p) {
   return static_cast<const torch::optim::AdamWParamState&>(
-      *opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
+      *opt.state().at(optimizer_state_key(p)));
 }
 
 TEST(FusedAdamW, EqualsTorchsAdamWWithinFloatRounding) {
@@ -114,7 +113,7 @@ TEST(FusedAdamW, LoadedStateContinuesAsTheUninterruptedRun) {
     const auto& s = state_of(first, a[i]);
     auto copy = std::make_unique<torch::optim::AdamWParamState>();
     copy->step(s.step()).exp_avg(s.exp_avg().clone()).exp_avg_sq(s.exp_avg_sq().clone());
-    second.state()[c10::guts::to_string(b[i].unsafeGetTensorImpl())] = std::move(copy);
+    second.state()[optimizer_state_key(b[i])] = std::move(copy);
   }
   for (auto* opt : {&first, &second})
     for (auto& g : opt->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(1e-2).betas({0.9, 0.98});
