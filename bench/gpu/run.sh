@@ -92,6 +92,13 @@ fi
 
 # 3. the CUDA tests
 rc=0
+# What this LibTorch brings that the CPU kernels bind to (never seen here):
+# the OpenMP runtime(s) loaded, and whether libtorch_cpu exports a BLAS
+# sgemm_ (pip's torch links MKL statically; the CPU attention kernel and
+# AttentionCore.* need sgemm_ and dgemm_ by name, wg/util/blas.h).
+torch_lib=$($py -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+log "OpenMP runtimes: $(ldd build-gpu/tests/wg_tests_model 2>/dev/null | grep -Eo '[^ ]*(gomp|iomp|libomp)[^ ]*' | sort -u | tr '\n' ' ')"
+log "sgemm_/dgemm_ exported by libtorch_cpu: $(nm -D --defined-only "$torch_lib/libtorch_cpu.so" 2>/dev/null | grep -cwE 'sgemm_|dgemm_')"
 log "tests"
 build-gpu/tests/wg_tests_model --gtest_filter='Gpu.*:AttentionCore.*:Flops.*' 2>&1 | tee "$out/tests_model.log" | tail -25 ||
   true
