@@ -153,6 +153,14 @@ PlanModes smallest_plan(const CostModel& c) {
 }
 
 namespace {
+// Bytes a step of the planner's grid: 1/kPlannerGrid of all the pieces keep
+// without recomputation.
+double grid_unit(const CostModel& c) {
+  int64_t total = 0;
+  for (const auto& p : c.pieces) total += p.retained_bytes;
+  return std::max(1.0, double(total) / kPlannerGrid);
+}
+
 // The fastest plan whose predicted peak fits `budget` on the planner's
 // byte grid (cost_model.h), or none where no plan fits it.
 std::optional<PlanModes> fastest_within(const CostModel& c, int64_t budget) {
@@ -160,9 +168,7 @@ std::optional<PlanModes> fastest_within(const CostModel& c, int64_t budget) {
   // Room for activations: peak <= budget  <=>  prefix_p + own_p <= room for every p.
   const int64_t room = budget - c.base_bytes - c.transient;
   const OwnBytes own = own_bytes(c.pieces, c.alpha, c.alpha_kept);
-  int64_t total = 0;
-  for (const auto& p : c.pieces) total += p.retained_bytes;
-  const double unit = std::max(1.0, double(total) / kPlannerGrid);
+  const double unit = grid_unit(c);
   auto up = [&](int64_t b) { return int(std::ceil(double(b) / unit)); };  // kept bytes: rounded up
   // Where the piece before is lean only with this one and lean, this one
   // not lean adds that piece's output to what is kept before it.
@@ -239,9 +245,7 @@ std::optional<PlanModes> fastest_within(const CostModel& c, int64_t budget) {
 PlanModes lowest_peak_plan(const CostModel& c, int64_t below) {
   PlanModes plan = smallest_plan(c);
   int64_t lo = below, hi = c.peak(plan);
-  int64_t total = 0;
-  for (const auto& p : c.pieces) total += p.retained_bytes;
-  const int64_t unit = std::max<int64_t>(1, total / kPlannerGrid);
+  const auto unit = int64_t(std::ceil(grid_unit(c)));
   while (hi - lo > unit) {
     const int64_t mid = lo + (hi - lo) / 2;
     if (const std::optional<PlanModes> fits = fastest_within(c, mid)) {
