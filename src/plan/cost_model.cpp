@@ -238,8 +238,8 @@ std::optional<PlanModes> fastest_within(const CostModel& c, int64_t budget) {
 }
 
 // A plan of the lowest predicted peak, found by bisecting the budget
-// between `below` (that no plan fits) and smallest_plan's peak, down to the
-// planner's grid. The two alphas differ (a recomputed piece's backward
+// between `below` (that no plan fits on the grid) and smallest_plan's
+// peak, down to the planner's grid. The two alphas differ (a recomputed piece's backward
 // holds its rerun's activations and its own at once), so recomputing a
 // piece can raise the peak, and smallest_plan's need not be the lowest.
 PlanModes lowest_peak_plan(const CostModel& c, int64_t below) {
@@ -269,14 +269,18 @@ PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
     } else if (c.peak(smallest) <= budget) {
       out.modes = smallest;  // only the grid's rounding stands between the budget and this plan
     } else {
-      const int64_t lowest = c.peak(lowest_peak_plan(c, budget));
-      throw std::invalid_argument("memory budget of " + std::to_string(budget) + " bytes (" +
-                                  std::to_string(double(budget) / kGiB) +
-                                  " GiB) is below the smallest predicted step peak, " + std::to_string(lowest) +
-                                  " bytes (the lowest of the plans the rules allow; with every piece recomputed "
-                                  "that a rule does not fix, an embed's input and its first attention lean "
-                                  "where that keeps less: " +
-                                  std::to_string(c.peak(smallest)) + " bytes)");
+      // The grid rounds what each piece keeps up: a plan can still fit
+      // where the program found none (the bisection then finds it).
+      PlanModes lowest = lowest_peak_plan(c, budget);
+      if (c.peak(lowest) > budget)
+        throw std::invalid_argument(
+            "memory budget of " + std::to_string(budget) + " bytes (" + std::to_string(double(budget) / kGiB) +
+            " GiB) is below the smallest predicted step peak, " + std::to_string(c.peak(lowest)) +
+            " bytes (the lowest the planner finds of the plans the rules allow; with every "
+            "piece recomputed that a rule does not fix, an embed's input and its first "
+            "attention lean where that keeps less: " +
+            std::to_string(c.peak(smallest)) + " bytes)");
+      out.modes = std::move(lowest);
     }
   }
   out.predicted_peak_bytes = c.peak(out.modes);

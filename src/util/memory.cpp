@@ -128,7 +128,7 @@ MemorySnapshot memory_snapshot(const std::string& device) {
     const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
     // StatType::AGGREGATE, 0 in every LibTorch; the enum moved out of
-    // c10::cuda::CUDACachingAllocator in 2.5 (c10::CachingAllocator).
+    // c10::cuda::CUDACachingAllocator in 2.5.
     constexpr size_t all = 0;
     s.current_bytes = stats.allocated_bytes[all].current;
     s.peak_bytes = stats.allocated_bytes[all].peak;

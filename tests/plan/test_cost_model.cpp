@@ -357,6 +357,16 @@ TEST(MemoryPlanner, TheErrorNamesTheLowestPeakOfAnyPlan) {
     const int64_t spare = 6 * (total / kPlannerGrid + 1);
     const PlannedRecompute p = plan_for_budget(c, lowest + spare);
     EXPECT_LE(p.predicted_peak_bytes, lowest + spare) << "seed " << seed;
+    // At the lowest peak itself, inside the grid's rounding: met, or
+    // refused naming a peak within that rounding.
+    try {
+      EXPECT_LE(plan_for_budget(c, lowest).predicted_peak_bytes, lowest) << "seed " << seed;
+    } catch (const std::invalid_argument& e) {
+      const std::string m = e.what();
+      const std::string tag = "smallest predicted step peak, ";
+      ASSERT_NE(m.find(tag), std::string::npos) << m;
+      EXPECT_LE(std::stoll(m.substr(m.find(tag) + tag.size())), lowest + spare) << "seed " << seed << ": " << m;
+    }
     try {
       plan_for_budget(c, lowest - 1);
       ADD_FAILURE() << "seed " << seed << ": a budget under every plan's peak was taken";
@@ -371,6 +381,44 @@ TEST(MemoryPlanner, TheErrorNamesTheLowestPeakOfAnyPlan) {
     }
   }
   EXPECT_GT(below_smallest, 0);  // the case this test is for occurs
+}
+
+// The grid's rounding alone stands between a budget and the lowest plan
+// (two pieces whose kept bytes are no multiple of the grid's step; the
+// lowest plan, a recomputed then b kept, peaks at the end of the forward):
+// the budget of exactly that peak is met.
+TEST(MemoryPlanner, ABudgetOfExactlyTheLowestPeakIsMet) {
+  CostModel c;
+  c.pieces = {{key("a"), 82501224, 14361530, 1.0}, {key("b"), 153065404, 11344631, 1.0}};
+  c.alpha = 1.0;
+  c.alpha_kept = -0.5;
+  const int64_t lowest = c.peak({R, K});
+  EXPECT_LT(lowest, c.peak(every(2, R)));
+  EXPECT_LT(lowest, c.peak(every(2, K)));
+  const PlannedRecompute p = plan_for_budget(c, lowest);
+  EXPECT_EQ(p.modes, (PlanModes{R, K}));
+  EXPECT_EQ(p.predicted_peak_bytes, lowest);
+  EXPECT_THROW(plan_for_budget(c, lowest - 1), std::invalid_argument);
+}
+
+// A last piece lean only with a next one keeps its output too, which with
+// alpha_kept below 0 sets the peak at the end of the forward: "b" keeps
+// 100, 90 of it output, 5 lean with a next piece (there is none), so 95
+// lean. Kept then lean peaks at 195, and no plan under it.
+TEST(MemoryPlanner, ALastPieceLeanOnlyWithANextKeepsItsOutputAtTheEnd) {
+  CostModel c;
+  c.pieces = {{key("a"), 100, 10, 1.0}, {key("b"), 100, 90, 1.0}};
+  c.pieces[1].lean_bytes = 5;
+  c.pieces[1].lean_share = 0.01;
+  c.pieces[1].lean_with_next = true;
+  c.alpha = 1.0;
+  c.alpha_kept = -0.5;
+  EXPECT_EQ(c.kept_bytes({K, L}, 1), 95);
+  EXPECT_EQ(c.peak({K, L}), 195);
+  EXPECT_THROW(plan_for_budget(c, 194), std::invalid_argument);
+  const PlannedRecompute p = plan_for_budget(c, 196);
+  EXPECT_EQ(p.modes, (PlanModes{K, L}));
+  EXPECT_EQ(p.predicted_peak_bytes, 195);
 }
 
 TEST(MemoryPlanner, FixedPiecesStayFixed) {

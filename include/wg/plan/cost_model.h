@@ -121,12 +121,12 @@ constexpr int kPlannerGrid = 20000;
 // resorts (auto_plan.h).
 PlanModes smallest_plan(const CostModel& costs);
 
-// The fastest plan that fits the budget (smallest_plan where only the
-// grid's rounding rules out every other). Throws std::invalid_argument
-// where no plan fits, naming the budget and the lowest predicted peak of
-// any plan (found down to the grid; it can lie below smallest_plan's, as
-// a recomputed piece's backward holds more than a kept one's: alpha
-// against alpha_kept).
+// The fastest plan that fits the budget (where the grid's rounding rules
+// out every plan, smallest_plan or the lowest-peak plan if it fits).
+// Throws std::invalid_argument where no plan fits, naming the budget and
+// the lowest predicted peak of any plan (found down to the grid; it can
+// lie below smallest_plan's, as a recomputed piece's backward holds more
+// than a kept one's: alpha against alpha_kept).
 PlannedRecompute plan_for_budget(const CostModel& costs, int64_t budget_bytes);
 
 // The piece to recompute next after an out-of-memory failure: among those
