@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
           }
           us[s].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / reps);
         }
-      const bool small = std::min(sh.lq, sh.lk) >= 16 && sh.lq * sh.lk * sh.dh <= small_sgemm_limit();
+      const bool small = small_gemm_takes(sh.lq, sh.lk, sh.dh);
       char mnk[32];
       std::snprintf(mnk, sizeof mnk, "%lldx%lldx%lld", (long long)p.m, (long long)p.n, (long long)p.k);
       std::printf("%-16s %-6s %13s", sh.where.c_str(), p.name.c_str(), mnk);

@@ -24,7 +24,6 @@
 #include "wg/model/small_gemm.h"
 #include "wg/model/softmax_rows.h"
 #include "wg/util/blas.h"
-#include "wg/util/onednn_sgemm.h"
 
 namespace wg::kernel {
 
@@ -42,33 +41,11 @@ Rows<T> rows_view(const torch::Tensor& t) {  // t [R, H, dh] contiguous
   return {t.data_ptr<T>(), t.size(1) * t.size(2), t.size(2)};
 }
 
-// A problem's float products go to small_gemm (small_gemm.h: AVX-512 or
-// AVX2 register tiles over the rows where they lie) when its sequences
-// have at least 16 query and key rows and each product is at most
-// small_sgemm_limit() multiply-adds (lq · lk · dh; onednn_sgemm.h): the
-// products that would otherwise go to the BLAS's own small path, on one
-// thread (OpenBLAS splits a product over threads only above 4 · 65536),
-// where its call's bookkeeping and how it reads a head's strided rows
-// cost more than the products:
-// - AVX-512, up to 64³: the embed's 79 channels (35-50 GFLOP/s a thread
-//   through OpenBLAS);
-// - AVX2, up to 32 · 32 · 24: on an AMD EPYC OpenBLAS packs both operands
-//   of every product (bench_small_gemm, one thread: cpu_small's embed, 24
-//   x 24 by 8, in 0.17-0.23 us against OpenBLAS's 0.29-0.48 and oneDNN's
-//   0.39-0.52; 24 x 24 by 32 in 0.51-0.60 against 0.87-0.97 and 0.68-0.90).
-//   Above that limit oneDNN takes them: small_gemm is as fast there alone
-//   (cpu_wide's embed, 79 x 79 by 32: 5.4 against 5.5 us), but in the
-//   kernel the embed's core at cpu_wide ran 3-8 % slower with it
-//   (bench_attention_core --only embed, 3 runs each).
-// Shorter sequences (cells of a few points), where BLAS's small path is
-// as quick, and larger products (a dense engine's long sequences), which
-// BLAS may split over the rank's threads when a call has one problem, go
-// to BLAS. Decided by the problem's shape alone, so a forward, a backward
-// and a joint pass take the same path and, on the same threads, give the
-// same bits.
-inline bool small_products(const Problem& pr, int64_t dh) {
-  return std::min(pr.lq, pr.lk) >= 16 && pr.lq * pr.lk * dh <= small_sgemm_limit();
-}
+// Whether a problem's float products go to small_gemm: by its shape alone
+// (small_gemm_takes, wg/model/small_gemm.h, says why), so a forward, a
+// backward and a joint pass take the same path and, on the same threads,
+// give the same bits.
+inline bool small_products(const Problem& pr, int64_t dh) { return small_gemm_takes(pr.lq, pr.lk, dh); }
 
 // c = alpha · op(a) · op(b) + beta · c, row-major with leading dimensions:
 // by small_gemm where `small` and the CPU has AVX-512 or AVX2, else

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 
+#include "wg/util/onednn_sgemm.h"
 #include "wg/util/vector_isa.h"
 
 #define WG_AVX512 __attribute__((target("avx512f")))
@@ -145,12 +146,6 @@ namespace small_gemm_kernels {
 
 WG_AVX512 void avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {  // C = beta · C (alpha · an empty sum)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-    return;
-  }
   alignas(64) float panel[kMaxK * 16 * kMaxV];
   for (int64_t j0 = 0; j0 < n; j0 += 16 * kMaxV) {
     const int64_t width = std::min<int64_t>(16 * kMaxV, n - j0);
@@ -187,6 +182,10 @@ WG_AVX512 void avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
 
 }  // namespace small_gemm_kernels
 
+bool small_gemm_takes(int64_t lq, int64_t lk, int64_t dh) {
+  return std::min(lq, lk) >= 16 && lq * lk * dh <= small_sgemm_limit();
+}
+
 bool small_gemm_runs(VectorIsa isa) {
   const VectorIsa cpu = vector_isa();
   switch (isa) {
@@ -207,7 +206,14 @@ std::vector<VectorIsa> small_gemm_builds() {
 bool small_gemm_on(VectorIsa isa, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (!small_gemm_runs(isa)) return false;
-  if (alpha == 0.0f) k = 0;  // as BLAS: A and B not read (a NaN there does not come through), C = beta · C
+  if (m <= 0 || n <= 0) return true;
+  // C = beta · C where alpha · op(A) · op(B) is an empty sum or, as BLAS,
+  // alpha is 0: A and B not read (a NaN there does not come through).
+  if (k <= 0 || alpha == 0.0f) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return true;
+  }
   if (isa == VectorIsa::Avx512) {
     small_gemm_kernels::avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {

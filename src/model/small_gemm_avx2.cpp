@@ -155,12 +155,6 @@ WG_AVX2_INLINE void fill_panel(bool trans_b, const float* b, int64_t ldb, int64_
 
 WG_AVX2 void avx2(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {  // C = beta · C (alpha · an empty sum)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-    return;
-  }
   alignas(32) float panel[kMaxK * 8 * kMaxV];
   for (int64_t j0 = 0; j0 < n; j0 += 8 * kMaxV) {
     const int64_t width = std::min<int64_t>(8 * kMaxV, n - j0);

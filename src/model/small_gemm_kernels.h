@@ -1,5 +1,6 @@
 // The two builds of small_gemm's kernel (wg/model/small_gemm.h), one per
-// vector instruction set; small_gemm.cpp picks one. Each sums every
+// vector instruction set; small_gemm.cpp picks one, and handles the empty
+// and alpha-0 products itself (m, n and k here are at least 1). Each sums every
 // element over k in order with one fused multiply-add a step, in slices of
 // the build's panel depth (256 deep on AVX-512, 512 on AVX2), each slice
 // scaled by alpha and added to C in turn, so a product's bits depend only
