@@ -238,13 +238,13 @@ std::optional<PlanModes> fastest_within(const CostModel& c, int64_t budget) {
 }
 
 // A plan of the lowest predicted peak, found by bisecting the budget
-// between `below` (that no plan fits on the grid) and smallest_plan's
-// peak, down to the planner's grid. The two alphas differ (a recomputed
+// between `below` (that no plan fits on the grid) and the peak of
+// `smallest` (smallest_plan's), down to the planner's grid. The two alphas differ (a recomputed
 // piece's backward holds its rerun's activations and its own at once), so
 // recomputing a piece can raise the peak, and smallest_plan's need not be
 // the lowest.
-PlanModes lowest_peak_plan(const CostModel& c, int64_t below) {
-  PlanModes plan = smallest_plan(c);
+PlanModes lowest_peak_plan(const CostModel& c, int64_t below, PlanModes smallest) {
+  PlanModes plan = std::move(smallest);
   int64_t lo = below, hi = c.peak(plan);
   const auto unit = int64_t(std::ceil(grid_unit(c)));
   while (hi - lo > unit) {
@@ -258,31 +258,32 @@ PlanModes lowest_peak_plan(const CostModel& c, int64_t below) {
   }
   return plan;
 }
+
+// Where the program found no plan within `budget`: the grid rounds what
+// each piece keeps up, so smallest_plan, or the lowest-peak plan the
+// bisection finds, can still fit; else the error.
+PlanModes off_the_grid(const CostModel& c, int64_t budget) {
+  const PlanModes smallest = smallest_plan(c);
+  if (c.peak(smallest) <= budget) return smallest;
+  PlanModes lowest = lowest_peak_plan(c, budget, smallest);
+  if (c.peak(lowest) > budget)
+    throw std::invalid_argument("memory budget of " + std::to_string(budget) + " bytes (" +
+                                std::to_string(double(budget) / kGiB) +
+                                " GiB) is below the smallest predicted step peak, " + std::to_string(c.peak(lowest)) +
+                                " bytes (the lowest the planner finds of the plans the rules allow; with every "
+                                "piece recomputed that a rule does not fix, an embed's input and its first "
+                                "attention lean where that keeps less: " +
+                                std::to_string(c.peak(smallest)) + " bytes)");
+  return lowest;
+}
 }  // namespace
 
 PlannedRecompute plan_for_budget(const CostModel& c, int64_t budget) {
   PlannedRecompute out;
   out.modes = c.all(PieceMode::Keep, true);
   if (c.peak(out.modes) > budget) {  // something (more) to recompute
-    const PlanModes smallest = smallest_plan(c);
-    if (std::optional<PlanModes> fits = fastest_within(c, budget)) {
-      out.modes = std::move(*fits);
-    } else if (c.peak(smallest) <= budget) {
-      out.modes = smallest;  // only the grid's rounding stands between the budget and this plan
-    } else {
-      // The grid rounds what each piece keeps up: a plan can still fit
-      // where the program found none (the bisection then finds it).
-      PlanModes lowest = lowest_peak_plan(c, budget);
-      if (c.peak(lowest) > budget)
-        throw std::invalid_argument(
-            "memory budget of " + std::to_string(budget) + " bytes (" + std::to_string(double(budget) / kGiB) +
-            " GiB) is below the smallest predicted step peak, " + std::to_string(c.peak(lowest)) +
-            " bytes (the lowest the planner finds of the plans the rules allow; with every "
-            "piece recomputed that a rule does not fix, an embed's input and its first "
-            "attention lean where that keeps less: " +
-            std::to_string(c.peak(smallest)) + " bytes)");
-      out.modes = std::move(lowest);
-    }
+    std::optional<PlanModes> fits = fastest_within(c, budget);
+    out.modes = fits ? std::move(*fits) : off_the_grid(c, budget);
   }
   out.predicted_peak_bytes = c.peak(out.modes);
   out.added_seconds = c.added_seconds(out.modes);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -109,6 +110,22 @@ TEST(MemoryPlanner, CalibrationReproducesBothMeasuredPeaks) {
 }
 
 // Every plan of n pieces, each kept, lean or recomputed (3^n).
+// Bytes a step of the planner's grid, rounded up (the program rounds each
+// piece's kept bytes up by at most this).
+int64_t grid_step(const CostModel& c) {
+  int64_t total = 0;
+  for (const PieceCost& piece : c.pieces) total += piece.retained_bytes;
+  return total / kPlannerGrid + 1;
+}
+
+// The peak the planner's error names ("smallest predicted step peak, N"), if it names one.
+std::optional<int64_t> named_peak(const std::string& error) {
+  const std::string tag = "smallest predicted step peak, ";
+  const size_t at = error.find(tag);
+  if (at == std::string::npos) return std::nullopt;
+  return std::stoll(error.substr(at + tag.size()));
+}
+
 std::vector<PlanModes> every_plan(int n) {
   std::vector<PlanModes> plans(1);
   for (int i = 0; i < n; ++i) {
@@ -173,9 +190,7 @@ TEST(MemoryPlanner, ChoosesTheFastestPlanThatFitsExhaustiveCheck) {
           // Exact up to the byte grid (1/20000 of the total), which rounds
           // each piece's kept bytes up: at least as fast as every plan that
           // fits with a grid step per piece to spare.
-          int64_t total = 0;
-          for (const PieceCost& piece : c.pieces) total += piece.retained_bytes;
-          const int64_t spare = 8 * (total / kPlannerGrid + 1);
+          const int64_t spare = 8 * grid_step(c);
           double best = 1e30;
           for (const PlanModes& m : plans)
             if (c.peak(m) <= budget - spare) best = std::min(best, c.added_seconds(m));
@@ -352,9 +367,7 @@ TEST(MemoryPlanner, TheErrorNamesTheLowestPeakOfAnyPlan) {
       if (allowed) lowest = std::min(lowest, c.peak(m));
     }
     if (lowest < c.peak(smallest_plan(c))) ++below_smallest;
-    int64_t total = 0;
-    for (const PieceCost& piece : c.pieces) total += piece.retained_bytes;
-    const int64_t spare = 6 * (total / kPlannerGrid + 1);
+    const int64_t spare = 6 * grid_step(c);
     const PlannedRecompute p = plan_for_budget(c, lowest + spare);
     EXPECT_LE(p.predicted_peak_bytes, lowest + spare) << "seed " << seed;
     // At the lowest peak itself, inside the grid's rounding: met, or
@@ -362,22 +375,18 @@ TEST(MemoryPlanner, TheErrorNamesTheLowestPeakOfAnyPlan) {
     try {
       EXPECT_LE(plan_for_budget(c, lowest).predicted_peak_bytes, lowest) << "seed " << seed;
     } catch (const std::invalid_argument& e) {
-      const std::string m = e.what();
-      const std::string tag = "smallest predicted step peak, ";
-      ASSERT_NE(m.find(tag), std::string::npos) << m;
-      EXPECT_LE(std::stoll(m.substr(m.find(tag) + tag.size())), lowest + spare) << "seed " << seed << ": " << m;
+      const std::optional<int64_t> named = named_peak(e.what());
+      ASSERT_TRUE(named) << e.what();
+      EXPECT_LE(*named, lowest + spare) << "seed " << seed << ": " << e.what();
     }
     try {
       plan_for_budget(c, lowest - 1);
       ADD_FAILURE() << "seed " << seed << ": a budget under every plan's peak was taken";
     } catch (const std::invalid_argument& e) {
-      const std::string m = e.what();
-      const std::string tag = "smallest predicted step peak, ";
-      const size_t at = m.find(tag);
-      ASSERT_NE(at, std::string::npos) << m;
-      const int64_t named = std::stoll(m.substr(at + tag.size()));
-      EXPECT_GE(named, lowest) << "seed " << seed << ": " << m;
-      EXPECT_LE(named, lowest + spare) << "seed " << seed << ": " << m;
+      const std::optional<int64_t> named = named_peak(e.what());
+      ASSERT_TRUE(named) << e.what();
+      EXPECT_GE(*named, lowest) << "seed " << seed << ": " << e.what();
+      EXPECT_LE(*named, lowest + spare) << "seed " << seed << ": " << e.what();
     }
   }
   EXPECT_GT(below_smallest, 0);  // the case this test is for occurs
