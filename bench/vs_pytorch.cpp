@@ -14,7 +14,9 @@
 // W warm-up + N timed steps of step_on(batch k % K, k), then P untimed
 // steps for the peak), then the twin (`wg_twin.py bench`) all modes. Per
 // mode and side: median step time over all rounds, steps/s, step peak
-// memory, the C++/twin steps/s and peak ratios. Writes a table, JSON (bench/plot_vs_pytorch.py reads it) and the
+// memory, the C++/twin steps/s and peak ratios; per C++ mode also its
+// activation peak (a separate run: the step's peak with every gradient held
+// from its start, so without the gradients). Writes a table, JSON (bench/plot_vs_pytorch.py reads it) and the
 // plot.
 //
 // What is timed, on both sides: a training step on batch tensors made
@@ -98,6 +100,11 @@ const char* kCppMemoryMethod =
     "its input tensors made and the last step's gradients set to none: activations and the gradients backward "
     "makes), max over P untimed steps after the timed ones (the batches the twin profiles) and "
     "over all rounds; cpp_step_peak_bytes_max_timed_steps: the same over every timed step";
+const char* kCppActivationPeakMethod =
+    "the same counting allocator, in a separate run per mode after W ordinary steps: on each of the K batches, "
+    "every parameter's gradient set to zeros first (backward adds into them in place), then forward, loss and "
+    "backward; the peak above what was held when the forward began, max over the batches: activations and "
+    "backward's temporaries, without the gradients a step from none allocates as it goes";
 
 struct Mode {
   const char* name;  // as reported, and the twin's --modes item
@@ -241,6 +248,39 @@ json cpp_phases(const Config& base, const torch::Device& device, const Mode& mod
     f.push_back(d(t0, t1)), b.push_back(d(t1, t2)), o.push_back(d(t2, t3));
   }
   return {{"forward_loss", median(f)}, {"backward", median(b)}, {"clip_optimizer", median(o)}};
+}
+
+// The activation peak of a mode: a step's forward and backward on each
+// batch with every parameter's gradient already held (zeros, which
+// backward adds into in place), so that its peak above its start counts
+// the activations and backward's temporaries, and not the gradients that a
+// step from none allocates as it goes (the step peak counts those). The
+// highest over the batches, after `warmup` ordinary steps.
+int64_t cpp_activation_peak(const Config& base, const torch::Device& device, const Mode& mode,
+                            const std::vector<BuiltBatch>& batches,
+                            const std::vector<std::pair<std::string, torch::Tensor>>& weights, int warmup) {
+  const Config c = bench::with_mode(base, mode.mode, mode.every_n);
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), device);
+  load_params(t, weights);
+  torch::manual_seed(c.seed);
+  for (int k = 0; k < warmup; ++k) t.step_on(batches[size_t(k) % batches.size()], k);
+  const std::string dev = device.str();  // "cpu" or "cuda:N"
+  int64_t peak = 0;
+  for (const BuiltBatch& batch : batches) {
+    t.optimizer().clear_gradients();
+    for (auto& p : t.model()->parameters()) p.mutable_grad() = torch::zeros_like(p);
+    const ModelBatch input = to_model_batch(batch, device);
+    wait_for(device);
+    const int64_t start = memory_snapshot(dev).current_bytes;
+    reset_peak_memory(dev);
+    torch::Tensor loss = t.training_loss(input);
+    if (loss.defined()) loss.backward();
+    loss = torch::Tensor();
+    wait_for(device);
+    peak = std::max(peak, memory_snapshot(dev).peak_bytes - start);
+  }
+  t.optimizer().clear_gradients();
+  return peak;
 }
 
 // Bytes each piece leaves held after its forward (what it keeps for
@@ -582,6 +622,10 @@ int main(int argc, char** argv) {
   if (breakdown && run_cpp_side)
     for (size_t i = 0; i < nm; ++i)
       cpp_phase[i] = cpp_phases(base, device, kModes[i], batches, weights, warmup, steps * rounds);
+  std::vector<int64_t> cpp_act_peak(nm, 0);  // each mode's activation peak (gradients held from the start)
+  if (run_cpp_side)
+    for (size_t i = 0; i < nm; ++i)
+      cpp_act_peak[i] = cpp_activation_peak(base, device, kModes[i], batches, weights, warmup);
   if (!trace.empty() && run_cpp_side) {  // the first mode: 3 steps to warm up, then 5 traced
     const Mode& m = kModes[0];
     Trainer t(base, Dataset(base, 0, 1), resolve_plan(bench::with_mode(base, m.mode, m.every_n)), torch::kCPU);
@@ -645,6 +689,7 @@ int main(int argc, char** argv) {
               {"cpp_steps_per_second", run_cpp_side ? json(1 / tc) : json(nullptr)},
               {"cpp_step_peak_bytes", run_cpp_side ? json(cpp_peak[i]) : json(nullptr)},
               {"cpp_step_peak_bytes_max_timed_steps", cpp_peak_timed[i]},
+              {"cpp_activation_peak_bytes", run_cpp_side ? json(cpp_act_peak[i]) : json(nullptr)},
               {"cpp_step_seconds", cpp_sec[i]},
               {"cpp_model_flops_per_step_median", median(cpp_flops[i])},
               {"cpp_model_flops_per_second", cpp_rate[i]},
@@ -690,10 +735,13 @@ int main(int argc, char** argv) {
     for (size_t i = 1; i < nm; ++i) {
       const double time_ratio = median(cpp_sec[i]) / t_none;
       const double peak_cut = 1.0 - double(cpp_peak[i]) / double(std::max<int64_t>(cpp_peak[0], 1));
-      cost[kModes[i].name] = {{"step_time_over_none", time_ratio}, {"peak_cut_from_none", peak_cut}};
-      char part[160];
-      std::snprintf(part, sizeof part, "%s%s %.3fx the time, %.1f %% less peak", line.empty() ? "" : "; ",
-                    kModes[i].name, time_ratio, 100 * peak_cut);
+      const double act_cut = 1.0 - double(cpp_act_peak[i]) / double(std::max<int64_t>(cpp_act_peak[0], 1));
+      cost[kModes[i].name] = {{"step_time_over_none", time_ratio},
+                              {"peak_cut_from_none", peak_cut},
+                              {"activation_peak_cut_from_none", act_cut}};
+      char part[192];
+      std::snprintf(part, sizeof part, "%s%s %.3fx the time, %.1f %% less peak, %.1f %% less activation peak",
+                    line.empty() ? "" : "; ", kModes[i].name, time_ratio, 100 * peak_cut, 100 * act_cut);
       line += part;
     }
     std::printf("C++ against its own none: %s (targets: full <= 1.3x; selective <= 1.1x cutting >= 50 %%)\n",
@@ -786,6 +834,7 @@ int main(int argc, char** argv) {
        "clip, AdamW; the input tensors are made before it starts); twin: " +
            torch_time_method},
       {"cpp_step_peak_bytes_method", kCppMemoryMethod},
+      {"cpp_activation_peak_bytes_method", kCppActivationPeakMethod},
       {"torch_step_peak_bytes_method", torch_memory_method},
       {"target",
        {{"speedup_min_none", 1.5},
