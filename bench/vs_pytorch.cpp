@@ -29,7 +29,8 @@
 //   bench_vs_pytorch [--config F]... [--set K=V]... [--threads 2] [--rounds 3] [--warmup 2] [--steps 10]
 //                    [--batches 4] [--profiled-steps 2] [--parity-steps 4] [--side both|cpp|twin]
 //                    [--modes none,full,selective,every_n=2]
-//                    [--breakdown] [--pieces] [--trace FILE] [--out bench/results/vs_pytorch.json] [--no-plot]
+//                    [--breakdown] [--no-activation-peaks] [--pieces] [--trace FILE] [--out
+//                    bench/results/vs_pytorch.json] [--no-plot]
 //                    [--device cpu|cuda] [--python PATH]
 //
 // --device cuda (bench/gpu/run.sh): both sides on the GPU, the twin under
@@ -101,7 +102,8 @@ const char* kCppMemoryMethod =
     "makes), max over P untimed steps after the timed ones (the batches the twin profiles) and "
     "over all rounds; cpp_step_peak_bytes_max_timed_steps: the same over every timed step";
 const char* kCppActivationPeakMethod =
-    "the same counting allocator, in a separate run per mode after W ordinary steps: on each of the K batches, "
+    "the same counting allocator, in a separate run per mode after W ordinary steps: on each batch of the P "
+    "profiled steps (those of cpp_step_peak_bytes), "
     "every parameter's gradient set to zeros first (backward adds into them in place), then forward, loss and "
     "backward; the peak above what was held when the forward began, max over the batches: activations and "
     "backward's temporaries, without the gradients a step from none allocates as it goes";
@@ -255,7 +257,8 @@ json cpp_phases(const Config& base, const torch::Device& device, const Mode& mod
 // backward adds into in place), so that its peak above its start counts
 // the activations and backward's temporaries, and not the gradients that a
 // step from none allocates as it goes (the step peak counts those). The
-// highest over the batches, after `warmup` ordinary steps.
+// highest over `batches` (the profiled steps' batches, as the step peak),
+// after `warmup` ordinary steps.
 int64_t cpp_activation_peak(const Config& base, const torch::Device& device, const Mode& mode,
                             const std::vector<BuiltBatch>& batches,
                             const std::vector<std::pair<std::string, torch::Tensor>>& weights, int warmup) {
@@ -357,7 +360,7 @@ int main(int argc, char** argv) {
   ConfigSources sources;
   bench::add_config_options(app, sources);
   int threads = 2, rounds = 3, warmup = 2, steps = 10, num_batches = 4, profiled = 2, parity_steps = 4;
-  bool no_plot = false, breakdown = false, pieces = false;
+  bool no_plot = false, breakdown = false, pieces = false, no_activation_peaks = false;
   std::string out = "bench/results/vs_pytorch.json", side = "both", trace, device_name = "cpu",
               python = "/usr/bin/python3";
   std::vector<std::string> mode_names;
@@ -386,6 +389,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--python", python, "the twin's Python, with its torch")->capture_default_str();
   app.add_flag("--breakdown", breakdown, "also time the C++ step's phases per mode (a separate run)");
+  app.add_flag("--no-activation-peaks", no_activation_peaks,
+               "skip the run per C++ mode that measures its activation peak (the step's peak without the gradients)");
   app.add_flag("--pieces", pieces, "also print each piece's forward time, FLOP rate and kept memory (none, selective)");
   app.add_option("--trace", trace, "also write a chrome trace (LibTorch's profiler) of 5 C++ steps of the first mode");
   app.add_flag("--no-plot", no_plot, "skip the plot");
@@ -622,10 +627,15 @@ int main(int argc, char** argv) {
   if (breakdown && run_cpp_side)
     for (size_t i = 0; i < nm; ++i)
       cpp_phase[i] = cpp_phases(base, device, kModes[i], batches, weights, warmup, steps * rounds);
-  std::vector<int64_t> cpp_act_peak(nm, 0);  // each mode's activation peak (gradients held from the start)
-  if (run_cpp_side)
+  std::vector<int64_t> cpp_act_peak(nm, -1);  // each mode's activation peak (gradients held from the start)
+  const bool act_peaks = run_cpp_side && !no_activation_peaks && profiled > 0;
+  if (act_peaks) {
+    std::vector<BuiltBatch> profiled_batches;  // those of the step peak: steps W+N … W+N+P-1
+    for (int k = warmup + steps; k < warmup + steps + std::min<int>(profiled, int(batches.size())); ++k)
+      profiled_batches.push_back(batches[size_t(k) % batches.size()]);
     for (size_t i = 0; i < nm; ++i)
-      cpp_act_peak[i] = cpp_activation_peak(base, device, kModes[i], batches, weights, warmup);
+      cpp_act_peak[i] = cpp_activation_peak(base, device, kModes[i], profiled_batches, weights, warmup);
+  }
   if (!trace.empty() && run_cpp_side) {  // the first mode: 3 steps to warm up, then 5 traced
     const Mode& m = kModes[0];
     Trainer t(base, Dataset(base, 0, 1), resolve_plan(bench::with_mode(base, m.mode, m.every_n)), torch::kCPU);
@@ -689,7 +699,7 @@ int main(int argc, char** argv) {
               {"cpp_steps_per_second", run_cpp_side ? json(1 / tc) : json(nullptr)},
               {"cpp_step_peak_bytes", run_cpp_side ? json(cpp_peak[i]) : json(nullptr)},
               {"cpp_step_peak_bytes_max_timed_steps", cpp_peak_timed[i]},
-              {"cpp_activation_peak_bytes", run_cpp_side ? json(cpp_act_peak[i]) : json(nullptr)},
+              {"cpp_activation_peak_bytes", act_peaks ? json(cpp_act_peak[i]) : json(nullptr)},
               {"cpp_step_seconds", cpp_sec[i]},
               {"cpp_model_flops_per_step_median", median(cpp_flops[i])},
               {"cpp_model_flops_per_second", cpp_rate[i]},
@@ -737,12 +747,19 @@ int main(int argc, char** argv) {
       const double peak_cut = 1.0 - double(cpp_peak[i]) / double(std::max<int64_t>(cpp_peak[0], 1));
       const double act_cut = 1.0 - double(cpp_act_peak[i]) / double(std::max<int64_t>(cpp_act_peak[0], 1));
       cost[kModes[i].name] = {{"step_time_over_none", time_ratio},
-                              {"peak_cut_from_none", peak_cut},
-                              {"activation_peak_cut_from_none", act_cut}};
+                              {"peak_cut_from_none", profiled > 0 ? json(peak_cut) : json(nullptr)},
+                              {"activation_peak_cut_from_none", act_peaks ? json(act_cut) : json(nullptr)}};
       char part[192];
-      std::snprintf(part, sizeof part, "%s%s %.3fx the time, %.1f %% less peak, %.1f %% less activation peak",
-                    line.empty() ? "" : "; ", kModes[i].name, time_ratio, 100 * peak_cut, 100 * act_cut);
+      std::snprintf(part, sizeof part, "%s%s %.3fx the time", line.empty() ? "" : "; ", kModes[i].name, time_ratio);
       line += part;
+      if (profiled > 0) {  // no profiled steps: no peaks
+        std::snprintf(part, sizeof part, ", %.1f %% less peak", 100 * peak_cut);
+        line += part;
+      }
+      if (act_peaks) {
+        std::snprintf(part, sizeof part, ", %.1f %% less activation peak", 100 * act_cut);
+        line += part;
+      }
     }
     std::printf("C++ against its own none: %s (targets: full <= 1.3x; selective <= 1.1x cutting >= 50 %%)\n",
                 line.c_str());

@@ -160,7 +160,8 @@ if [[ ! -x build-gpu/bench_vs_pytorch ]]; then
 else
   timeout 300 build-gpu/bench_vs_pytorch --config config/gpu_bench.yml --device cuda --python "$(command -v $py)" \
     --modes "$modes" --rounds 1 --warmup 2 --steps 4 --batches 1 --profiled-steps 1 --parity-steps 2 \
-    --threads "$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))" --no-plot --out build-gpu/vs_twin/vs_twin_gpu.json \
+    --threads "$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))" --no-plot --no-activation-peaks \
+    --out build-gpu/vs_twin/vs_twin_gpu.json \
     > "$out/vs_twin.log" 2>&1 || { echo "against the twin failed:"; rc=1; }
   tail -22 "$out/vs_twin.log"
   cp build-gpu/vs_twin/vs_twin_gpu.json "$out/" 2>/dev/null || true
