@@ -29,8 +29,8 @@
 //   bench_vs_pytorch [--config F]... [--set K=V]... [--threads 2] [--rounds 3] [--warmup 2] [--steps 10]
 //                    [--batches 4] [--profiled-steps 2] [--parity-steps 4] [--side both|cpp|twin]
 //                    [--modes none,full,selective,every_n=2]
-//                    [--breakdown] [--no-activation-peaks] [--pieces] [--trace FILE] [--out
-//                    bench/results/vs_pytorch.json] [--no-plot]
+//                    [--breakdown] [--no-activation-peaks] [--pieces] [--trace FILE]
+//                    [--out bench/results/vs_pytorch.json] [--no-plot]
 //                    [--device cpu|cuda] [--python PATH]
 //
 // --device cuda (bench/gpu/run.sh): both sides on the GPU, the twin under
