@@ -3,9 +3,12 @@
 
 Owns the figure only. Input: the JSON the C++ benchmark writes,
   {"title": "...", "modes": [{"mode", "cpp_step_seconds_median", "cpp_step_peak_bytes",
+                             "cpp_activation_peak_bytes",
                              "torch_step_seconds_median", "torch_step_peak_bytes"}, ...]}
 Output: a PNG with step time (ms, y) against step peak memory (MiB, x), one
-point per mode and implementation, labelled with the mode name. Entries
+point per mode and implementation, labelled with the mode name; where the
+C++ activation peak (the step's peak without the parameters' gradients) was
+measured, a hollow point at it, joined to the mode's step peak. Entries
 missing (or null) for one implementation are skipped.
 
 Usage: /usr/bin/python3 bench/plot_vs_pytorch.py --in RESULT.json --out PLOT.png
@@ -33,6 +36,17 @@ def points(modes, prefix):
     return out
 
 
+def activation_points(modes):
+    """[(activation peak MiB, step peak MiB, median ms)] of the C++ modes that have one."""
+    out = []
+    for m in modes:
+        sec, peak, act = (m.get(k) for k in ("cpp_step_seconds_median", "cpp_step_peak_bytes",
+                                              "cpp_activation_peak_bytes"))
+        if sec is not None and peak is not None and act is not None:
+            out.append((act / 2**20, peak / 2**20, sec * 1e3))
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description="Step time against peak memory per checkpoint mode.")
     p.add_argument("--in", dest="inp", required=True, help="benchmark result JSON")
@@ -57,9 +71,15 @@ def main(argv=None):
             ax.annotate(mode, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=9, color=colour)
     if not plotted:
         sys.exit(f"plot_vs_pytorch: {a.inp} has no complete (time, memory) pair")
-    ax.set_xlabel("step peak memory (MiB)")
+    act = activation_points(modes)
+    if act:
+        for x, x_step, y in act:
+            ax.plot([x, x_step], [y, y], color="tab:blue", linestyle=":", linewidth=1, zorder=2)
+        ax.scatter([x for x, _, _ in act], [y for _, _, y in act], facecolors="none", edgecolors="tab:blue",
+                   marker="o", s=60, label="C++ activation peak (gradients left out)", zorder=3)
+    ax.set_xlabel("peak memory of a step (MiB)")
     ax.set_ylabel("step time, median (ms)")
-    ax.set_title(doc.get("title", "gradient checkpointing modes"))
+    ax.set_title(doc.get("title", "gradient checkpointing modes"), fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend()
     ax.margins(0.15)
