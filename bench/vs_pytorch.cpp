@@ -165,6 +165,17 @@ void load_params(Trainer& t, const std::vector<std::pair<std::string, torch::Ten
   for (const auto& [name, value] : from) named[name].copy_(value);
 }
 
+// A fresh trainer in `mode` with the dumps' weights, the random generator
+// seeded as the config says: every run of a mode starts alike.
+std::unique_ptr<Trainer> mode_trainer(const Config& base, const Mode& mode, const torch::Device& device,
+                                      const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
+  const Config c = bench::with_mode(base, mode.mode, mode.every_n);
+  auto t = std::make_unique<Trainer>(c, Dataset(c, 0, 1), resolve_plan(c), device);
+  load_params(*t, weights);
+  torch::manual_seed(c.seed);
+  return t;
+}
+
 struct CppRun {
   std::vector<double> seconds, losses, flops;  // flops: the timed steps' model FLOPs
   int64_t peak_timed = 0, peak_extra = 0;
@@ -184,11 +195,8 @@ std::vector<CppRun> run_cpp(const Config& base, const torch::Device& device, con
   std::vector<std::unique_ptr<Trainer>> trainers;
   std::vector<GeneratorStates> states;
   for (const Mode& mode : modes) {
-    const Config c = bench::with_mode(base, mode.mode, mode.every_n);
-    trainers.push_back(std::make_unique<Trainer>(c, Dataset(c, 0, 1), resolve_plan(c), device));
-    load_params(*trainers.back(), weights);
+    trainers.push_back(mode_trainer(base, mode, device, weights));
     if (!dropout) trainers.back()->model()->eval();  // no other train-only behaviour (latent noise is 0 here)
-    torch::manual_seed(c.seed);
     states.push_back(GeneratorStates::capture(device));
   }
   std::vector<CppRun> runs(modes.size());
@@ -224,10 +232,8 @@ void wait_for(const torch::Device& device) {
 json cpp_phases(const Config& base, const torch::Device& device, const Mode& mode,
                 const std::vector<BuiltBatch>& batches,
                 const std::vector<std::pair<std::string, torch::Tensor>>& weights, int warmup, int steps) {
-  const Config c = bench::with_mode(base, mode.mode, mode.every_n);
-  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), device);
-  load_params(t, weights);
-  torch::manual_seed(c.seed);
+  const std::unique_ptr<Trainer> trainer = mode_trainer(base, mode, device, weights);
+  Trainer& t = *trainer;
   std::vector<double> f, b, o;
   const auto d = [](Clock::time_point x, Clock::time_point y) { return std::chrono::duration<double>(y - x).count(); };
   for (int k = 0; k < warmup + steps; ++k) {
@@ -243,7 +249,7 @@ json cpp_phases(const Config& base, const torch::Device& device, const Mode& mod
     const auto t2 = Clock::now();
     for (auto& group : t.optimizer().param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(t.schedule().at(k));
-    t.optimizer().clip_and_step(c.grad_clip > 0 ? c.grad_clip : 1e30);
+    t.optimizer().clip_and_step(base.grad_clip > 0 ? base.grad_clip : 1e30);
     wait_for(device);
     const auto t3 = Clock::now();
     if (k < warmup) continue;
@@ -262,10 +268,8 @@ json cpp_phases(const Config& base, const torch::Device& device, const Mode& mod
 int64_t cpp_activation_peak(const Config& base, const torch::Device& device, const Mode& mode,
                             const std::vector<BuiltBatch>& batches,
                             const std::vector<std::pair<std::string, torch::Tensor>>& weights, int warmup) {
-  const Config c = bench::with_mode(base, mode.mode, mode.every_n);
-  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), device);
-  load_params(t, weights);
-  torch::manual_seed(c.seed);
+  const std::unique_ptr<Trainer> trainer = mode_trainer(base, mode, device, weights);
+  Trainer& t = *trainer;
   for (int k = 0; k < warmup; ++k) t.step_on(batches[size_t(k) % batches.size()], k);
   const std::string dev = device.str();  // "cpu" or "cuda:N"
   int64_t peak = 0;

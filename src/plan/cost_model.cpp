@@ -239,10 +239,10 @@ std::optional<PlanModes> fastest_within(const CostModel& c, int64_t budget) {
 
 // A plan of the lowest predicted peak, found by bisecting the budget
 // between `below` (that no plan fits on the grid) and the peak of
-// `smallest` (smallest_plan's), down to the planner's grid. The two alphas differ (a recomputed
-// piece's backward holds its rerun's activations and its own at once), so
-// recomputing a piece can raise the peak, and smallest_plan's need not be
-// the lowest.
+// `smallest` (smallest_plan's), down to the planner's grid. The two
+// alphas differ (a recomputed piece's backward holds its rerun's
+// activations and its own at once), so recomputing a piece can raise the
+// peak, and smallest_plan's need not be the lowest.
 PlanModes lowest_peak_plan(const CostModel& c, int64_t below, PlanModes smallest) {
   PlanModes plan = std::move(smallest);
   int64_t lo = below, hi = c.peak(plan);

@@ -109,7 +109,6 @@ TEST(MemoryPlanner, CalibrationReproducesBothMeasuredPeaks) {
   EXPECT_NEAR(double(c.peak({R, R, R})), 790.0, 6.0);
 }
 
-// Every plan of n pieces, each kept, lean or recomputed (3^n).
 // Bytes a step of the planner's grid, rounded up (the program rounds each
 // piece's kept bytes up by at most this).
 int64_t grid_step(const CostModel& c) {
@@ -126,6 +125,7 @@ std::optional<int64_t> named_peak(const std::string& error) {
   return std::stoll(error.substr(at + tag.size()));
 }
 
+// Every plan of n pieces, each kept, lean or recomputed (3^n).
 std::vector<PlanModes> every_plan(int n) {
   std::vector<PlanModes> plans(1);
   for (int i = 0; i < n; ++i) {
