@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   for (const auto& s : recompute_sections()) {
     if (!groups.count("alone")) break;
     RecomputeConfig rc = none;
-    rc.*(s.field) = SectionRecompute{true, RecomputeMode::Full, 1, {}, {}};
+    rc.*(s.field) = SectionRecompute::of(RecomputeMode::Full, true);
     add(s.name + " alone", plan_for(rc));
   }
   if (groups.count("all")) {

@@ -78,8 +78,9 @@ struct SectionInput {
   std::optional<SectionPart> mode;  // the shorthand (key == base) or `mode`
   std::optional<SectionPart> every_n;
   std::optional<SectionPart> blocks;
+  std::optional<SectionPart> pieces;
 };
-// The one section parser (mode, every_n, blocks and their rules) of both
+// The one section parser (mode, every_n, blocks, pieces and their rules) of both
 // forms. The result has set == true; failed keys are added to `bad`.
 SectionRecompute decode_section(const SectionInput& in, Problems& problems, std::set<std::string>& bad);
 // Block indices of `sc` against `section`'s block count; `key` and `at`

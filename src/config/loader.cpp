@@ -456,7 +456,7 @@ std::vector<std::string> default_disagreements(const std::string& default_text) 
       if (tree.find(rule.key) && !rule.same(fresh, decoded)) out.push_back(rule.key);
     for (const auto& sec : recompute_sections()) {
       const SectionRecompute &a = fresh.gradient_checkpointing.*sec.field, &b = decoded.gradient_checkpointing.*sec.field;
-      if (a.mode != b.mode || a.every_n != b.every_n || a.blocks != b.blocks)
+      if (a.mode != b.mode || a.every_n != b.every_n || a.blocks != b.blocks || a.pieces != b.pieces)
         out.push_back(sec.flag.empty() ? "gradient_checkpointing." + sec.name : sec.flag);
     }
     if (!fresh.checkpoint_node_rules.empty() || !decoded.checkpoint_node_rules.empty())

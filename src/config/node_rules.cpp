@@ -19,7 +19,7 @@ namespace {
 const std::vector<std::string> kRuleKeys = {"match", "set"};
 const std::vector<std::string> kMatchKeys = {"hostname", "nodes", "device_memory_gib_min",
                                              "device_memory_gib_max"};
-const std::vector<std::string> kSectionKeys = {"mode", "every_n", "blocks"};
+const std::vector<std::string> kSectionKeys = {"mode", "every_n", "blocks", "pieces"};
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
@@ -212,7 +212,7 @@ std::pair<std::optional<Entry>, std::string> section_entry(Ctx& c, const Entry& 
 void decode_set(Ctx& c, const Entry& e, const std::string& path, RecomputeConfig& out) {
   if (!e.value.IsMap() || e.value.size() == 0) {
     c.fail(e.origin, path + " must be a non-empty map of sections (" + join(section_names()) +
-                         "), each a mode or {mode, every_n, blocks}, " + got(e.value));
+                         "), each a mode or {mode, every_n, blocks, pieces}, " + got(e.value));
     return;
   }
   c.check_keys(e.value, path, e.origin, accepted_section_names(), "section");
@@ -222,7 +222,7 @@ void decode_set(Ctx& c, const Entry& e, const std::string& path, RecomputeConfig
     SectionInput in;
     in.base = path + "." + name;
     in.origin = s->origin;
-    if (s->value.IsMap() && s->value.size() > 0) {  // {mode, every_n, blocks}
+    if (s->value.IsMap() && s->value.size() > 0) {  // {mode, every_n, blocks, pieces}
       c.check_keys(s->value, in.base, s->origin, kSectionKeys, "key");
       const auto part = [&](const char* key) -> std::optional<SectionPart> {
         auto p = c.entry(s->value, key, s->origin);
@@ -232,6 +232,7 @@ void decode_set(Ctx& c, const Entry& e, const std::string& path, RecomputeConfig
       in.mode = part("mode");
       in.every_n = part("every_n");
       in.blocks = part("blocks");
+      in.pieces = part("pieces");
     } else if (!empty_map_like(s->value)) {  // the shorthand: a bare mode
       in.mode = SectionPart{s->value, s->origin, in.base};
     }

@@ -53,7 +53,8 @@ const std::vector<std::string>& recompute_keys() {
     std::vector<std::string> names = recompute_section_names();
     for (const auto& l : legacy_recompute_sections()) names.push_back(l.old_name);
     for (const auto& name : names)
-      for (const char* sub : {"", ".mode", ".every_n", ".blocks"}) k.push_back("gradient_checkpointing." + name + sub);
+      for (const char* sub : {"", ".mode", ".every_n", ".blocks", ".pieces"})
+        k.push_back("gradient_checkpointing." + name + sub);
     return k;
   }();
   return keys;
@@ -100,6 +101,17 @@ SectionRecompute decode_section(const SectionInput& in, Problems& problems,
       if (ok) sc.blocks.push_back(static_cast<int>(*v));
     }
     if (!ok) fail(*in.blocks, "must be a list of block indices (integers >= 0), " + got(list));
+  }
+  if (in.pieces) {
+    const YAML::Node& list = in.pieces->value;
+    bool ok = list.IsNull() || list.IsSequence();
+    for (size_t i = 0; ok && list.IsSequence() && i < list.size(); ++i) {
+      ok = list[i].IsScalar() && !list[i].Scalar().empty();
+      if (ok) sc.pieces.push_back(list[i].Scalar());
+    }
+    sc.pieces_origin = in.pieces->origin;
+    if (!ok)
+      fail(*in.pieces, "must be a list of the section's piece labels (such as block1.attn, input), " + got(list));
   }
   return sc;
 }
@@ -171,6 +183,7 @@ void decode_recompute(const Tree& tree, Config& cfg, bool warn, Problems& proble
     if (!in.mode) in.mode = part(base + ".mode");
     in.every_n = part(base + ".every_n");
     in.blocks = part(base + ".blocks");
+    in.pieces = part(base + ".pieces");
     const SectionRecompute sc = decode_section(in, problems, bad);
     const bool user_structured = std::any_of(structured.begin(), structured.end(), [](const auto& e) {
       return e.second->kind != SourceKind::Default;

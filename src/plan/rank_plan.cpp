@@ -12,9 +12,13 @@ std::string RankPlan::rules_text() const {
 }
 
 RankPlan plan_for_rank(const Config& config, const NodeInfo& node) {
+  const std::vector<PieceKey> pieces = model_pieces(config);
+  // Every rule's piece lists, those of rules this rank does not match too:
+  // a wrong label fails on every rank alike.
+  for (const auto& rule : config.checkpoint_node_rules) check_piece_lists(pieces, rule.set);
   const NodeSettings settings = apply_node_rules(config, node);
   RankPlan r;
-  r.plan = resolve_plan(model_pieces(config), settings.sections);
+  r.plan = resolve_plan(pieces, settings.sections);
   r.rules_applied = settings.rules_applied;
   r.rule_sections = settings.rule_sections;
   r.automatic = config.auto_plan.enabled;

@@ -119,6 +119,28 @@ std::vector<PieceKey> model_pieces(const Config& c) {
   return out;
 }
 
+void check_piece_lists(const std::vector<PieceKey>& pieces, const RecomputeConfig& sections) {
+  // Piece labels per section (over all its instances), in forward order.
+  std::map<std::string, std::vector<std::string>> labels;
+  for (const auto& p : pieces) {
+    std::vector<std::string>& l = labels[p.section];
+    if (std::find(l.begin(), l.end(), p.piece_label()) == l.end()) l.push_back(p.piece_label());
+  }
+  for (const auto& sec : recompute_sections()) {
+    const SectionRecompute& sc = sections.*sec.field;
+    const std::vector<std::string>& have = labels[sec.name];
+    for (const auto& label : sc.pieces) {
+      if (std::find(have.begin(), have.end(), label) != have.end()) continue;
+      std::string list;
+      for (const auto& h : have) list += (list.empty() ? "" : ", ") + h;
+      throw std::invalid_argument(
+          sc.pieces_origin.str() + ": " + sec.name + ".pieces names '" + label + "', " +
+          (have.empty() ? "but this model has no " + sec.name + " pieces"
+                        : "which is not a piece of the " + sec.name + " section (its pieces: " + list + ")"));
+    }
+  }
+}
+
 RecomputePlan resolve_plan(const std::vector<PieceKey>& pieces, const RecomputeConfig& sections) {
   // Blocks per section (over all its instances); a section without block pieces is one block.
   std::map<std::string, int> blocks;
@@ -136,6 +158,7 @@ RecomputePlan resolve_plan(const std::vector<PieceKey>& pieces, const RecomputeC
                                     std::to_string(b) + " out of range, the section has " + std::to_string(n) +
                                     " blocks");
   }
+  check_piece_lists(pieces, sections);
   RecomputePlan plan(pieces);
   for (size_t i = 0; i < pieces.size(); ++i) {
     const PieceKey& p = pieces[i];
@@ -151,6 +174,7 @@ RecomputePlan resolve_plan(const std::vector<PieceKey>& pieces, const RecomputeC
         break;
     }
     if (block >= 0 && std::find(sc.blocks.begin(), sc.blocks.end(), block) != sc.blocks.end()) mode = PieceMode::Recompute;
+    if (std::find(sc.pieces.begin(), sc.pieces.end(), p.piece_label()) != sc.pieces.end()) mode = PieceMode::Recompute;
     plan.set_mode(i, mode);
   }
   return plan;

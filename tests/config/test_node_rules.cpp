@@ -197,6 +197,42 @@ TEST_F(ConfigTest, NodeRuleLegacyLatentIsAeGlobalWithAWarning) {
   for (int b = 0; b < 8; ++b) EXPECT_FALSE(p0.plan.get(PieceKey::in_block("ae_global", "", b, PieceKind::Mlp))) << b;
 }
 
+// A rule's section may name pieces too: on the matching node they are
+// recomputed whole on top of the rule's mode; elsewhere the global setting.
+TEST_F(ConfigTest, NodeRulePieceList) {
+  const auto f = with_streams("a.yml",
+                              "gradient_checkpointing: {ae_global: selective}\n"
+                              "checkpoint_node_rules:\n"
+                              "  - match: {nodes: [1]}\n"
+                              "    set: {ae_global: {mode: selective, pieces: [block2.mlp]}}\n");
+  const Config c = load_config(files({f}));
+  ASSERT_EQ(c.checkpoint_node_rules.size(), 1u);
+  EXPECT_EQ(c.checkpoint_node_rules[0].set.ae_global.pieces, std::vector<std::string>{"block2.mlp"});
+  EXPECT_EQ(c.checkpoint_node_rules[0].set.ae_global.pieces_origin.str(), f + ":5");
+  NodeInfo n1;
+  n1.hostname = "h1";
+  n1.node_index = 1;
+  const auto mlp2 = PieceKey::in_block("ae_global", "", 2, PieceKind::Mlp);
+  EXPECT_EQ(plan_for_rank(c, n1).plan.mode(mlp2), PieceMode::Recompute);
+  NodeInfo n0 = n1;
+  n0.node_index = 0;
+  EXPECT_EQ(plan_for_rank(c, n0).plan.mode(mlp2), PieceMode::Lean);
+  // A label the section lacks fails on every rank, those the rule does not match too.
+  const auto h =
+      with_streams("c.yml", "checkpoint_node_rules: [{match: {nodes: [1]}, set: {ae_local: {pieces: [head]}}}]\n");
+  const Config bad = load_config(files({h}));
+  try {
+    plan_for_rank(bad, n0);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), h + ":2: ae_local.pieces names 'head', which is not a piece of the ae_local "
+                                         "section (its pieces: block0.attn, block0.mlp, block1.attn, block1.mlp)");
+  }
+  const auto g = write("b.yml", "checkpoint_node_rules: [{set: {ae_global: {pieces: {a: 1}}}}]\n");
+  EXPECT_EQ(one_problem(files({g})), g + ":1: checkpoint_node_rules[0].set.ae_global.pieces must be a list of the "
+                                         "section's piece labels (such as block1.attn, input), got the map {a: 1}");
+}
+
 // The legacy name's block indices are checked when the configuration is
 // loaded, as ae_global's are.
 TEST_F(ConfigTest, NodeRuleLegacyLatentBlockOutOfRange) {
@@ -305,7 +341,7 @@ TEST_F(ConfigTest, NodeRuleMissingOrEmptySet) {
   const auto g = write("b.yml", "checkpoint_node_rules:\n  - match: {nodes: [1]}\n    set: {}\n");
   EXPECT_EQ(one_problem(files({g})), g + ":3: checkpoint_node_rules[0].set must be a non-empty map of sections "
                                          "(embed, ae_local, ae_adapter, ae_aggregation, ae_global, forecast, pred), "
-                                         "each a mode or {mode, every_n, blocks}, got the map {}");
+                                         "each a mode or {mode, every_n, blocks, pieces}, got the map {}");
 }
 
 TEST_F(ConfigTest, NodeRuleMinAboveMax) {

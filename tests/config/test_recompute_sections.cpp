@@ -294,6 +294,50 @@ TEST_F(ConfigTest, StructuredFormEveryModeAndShorthand) {
   EXPECT_EQ(m.ae_global.mode, RecomputeMode::EveryN);
 }
 
+// `pieces`: piece labels recomputed whole on top of the mode; the list is
+// checked for its type when read and against the model's pieces when the
+// plan is resolved, both errors naming the file and line.
+TEST_F(ConfigTest, StructuredFormPieceList) {
+  const auto f = write("a.yml",
+                       "gradient_checkpointing:\n"
+                       "  embed: {mode: selective, pieces: [block1.attn]}\n"
+                       "  ae_global:\n"
+                       "    mode: none\n"
+                       "    pieces: [block0.mlp, block3.attn]\n");
+  const Config c = load_config(files({f}));
+  const RecomputeConfig& g = c.gradient_checkpointing;
+  EXPECT_EQ(g.embed.pieces, std::vector<std::string>{"block1.attn"});
+  EXPECT_EQ(g.embed.pieces_origin.str(), f + ":2");
+  EXPECT_EQ(g.ae_global.pieces, (std::vector<std::string>{"block0.mlp", "block3.attn"}));
+  EXPECT_EQ(g.ae_global.pieces_origin.str(), f + ":5");
+  const RecomputePlan p = resolve_plan(c);
+  const auto mode = [&p](const std::string& key) { return p.mode(*PieceKey::parse(key)); };
+  EXPECT_EQ(mode("embed.S1/block1.attn"), PieceMode::Recompute);
+  EXPECT_EQ(mode("embed.S1/block1.mlp"), PieceMode::Lean);
+  EXPECT_EQ(mode("ae_global/block0.mlp"), PieceMode::Recompute);
+  EXPECT_EQ(mode("ae_global/block0.attn"), PieceMode::Keep);
+  EXPECT_EQ(mode("ae_global/block3.attn"), PieceMode::Recompute);
+  EXPECT_EQ(load_config(sets({"gradient_checkpointing.pred.pieces=[head]"})).gradient_checkpointing.pred.pieces,
+            std::vector<std::string>{"head"});
+
+  EXPECT_EQ(one_problem(sets({"gradient_checkpointing.ae_local.pieces=block0.attn"})),
+            "--set 'gradient_checkpointing.ae_local.pieces=block0.attn': gradient_checkpointing.ae_local.pieces must "
+            "be a list of the section's piece labels (such as block1.attn, input), got 'block0.attn'");
+  const auto g2 = write("b.yml", "gradient_checkpointing:\n  ae_global: {pieces: [block0.attention]}\n");
+  const Config bad = load_config(files({g2}));  // read: a list of strings
+  try {
+    resolve_plan(bad);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind(g2 + ":2: ae_global.pieces names 'block0.attention', which is not a piece of the ae_global "
+                           "section (its pieces: block0.attn, block0.mlp, block1.attn,",
+                      0),
+              0u)
+        << m;
+  }
+}
+
 TEST_F(ConfigTest, StructuredFormBeatsBooleanWithOneWarning) {
   const auto f = write("a.yml", "pred_gradient_checkpoint_mode: true\ngradient_checkpointing: {pred: none, ae_global: full}\n");
   Config c;

@@ -104,6 +104,31 @@ TEST(Recompute, EveryModeEverywhereIsBitIdenticalToNone) {
   expect_identical(ref, run_step(gc));
 }
 
+// Lean and whole pieces side by side, as `pieces` on top of `selective`
+// gives them: an embed input that runs lean before a block 0 attention
+// recomputed whole (which makes nothing again for it), a recomputed piece
+// between lean ones, a decoder head and cross-attention recomputed.
+TEST(Recompute, SelectiveWithPiecesRecomputedWholeIsBitIdenticalToNone) {
+  const StepResult ref = run_step(nothing_recomputed());
+  RecomputeConfig gc = every_section(RecomputeMode::Selective);
+  gc.embed.pieces = {"block0.attn"};
+  gc.ae_global.pieces = {"block0.mlp"};
+  gc.pred.pieces = {"block0.cross", "head"};
+  Config c = tiny_config();
+  c.gradient_checkpointing = gc;
+  const RecomputePlan plan = resolve_plan(c);
+  int lean = 0, whole = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const PieceKey& k = plan.pieces()[i];
+    if (k.section == "embed" && k.kind == PieceKind::Input) EXPECT_EQ(plan.mode(i), PieceMode::Lean) << k.str();
+    lean += plan.mode(i) == PieceMode::Lean;
+    whole += plan.mode(i) == PieceMode::Recompute;
+  }
+  EXPECT_GT(lean, 5);
+  EXPECT_GE(whole, 4);
+  expect_identical(ref, run_step(gc));
+}
+
 TEST(Recompute, ForecastEngineIsBitIdenticalToNone) {
   const StepResult ref = run_step(nothing_recomputed(), true);
   RecomputeConfig gc = nothing_recomputed();

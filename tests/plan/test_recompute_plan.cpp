@@ -193,6 +193,57 @@ TEST(RecomputePlan, BlockListAloneAndShallowerStreams) {
   EXPECT_FALSE(on(p, "pred.ERA5/head"));
 }
 
+// A piece list on top of a mode recomputes those pieces whole, in every
+// stream that has them; a lean piece it names is then recomputed instead.
+TEST(RecomputePlan, PieceListOnTopOfTheMode) {
+  Config c = two_streams_none();
+  c.gradient_checkpointing.embed.mode = RecomputeMode::Selective;
+  c.gradient_checkpointing.embed.pieces = {"block1.attn", "readout"};
+  c.gradient_checkpointing.pred.pieces = {"block1.mlp", "head"};
+  const auto p = resolve_plan(c);
+  const auto mode = [&p](const std::string& key) { return p.mode(*PieceKey::parse(key)); };
+  for (const char* stream : {"embed.ERA5", "embed.SYNOP"}) {
+    const std::string s = stream;
+    EXPECT_EQ(mode(s + "/block1.attn"), PieceMode::Recompute) << s;
+    EXPECT_EQ(mode(s + "/block1.mlp"), PieceMode::Lean) << s;
+    EXPECT_EQ(mode(s + "/block0.attn"), PieceMode::Lean) << s;
+    EXPECT_EQ(mode(s + "/readout"), PieceMode::Recompute) << s;
+    EXPECT_EQ(mode(s + "/input"), PieceMode::Lean) << s;
+  }
+  EXPECT_EQ(mode("pred.ERA5/block1.mlp"), PieceMode::Recompute);  // SYNOP's decoder has no layer 1
+  EXPECT_EQ(mode("pred.ERA5/block1.cross"), PieceMode::Keep);
+  EXPECT_EQ(mode("pred.ERA5/head"), PieceMode::Recompute);
+  EXPECT_EQ(mode("pred.SYNOP/head"), PieceMode::Recompute);
+  EXPECT_EQ(mode("pred.SYNOP/block0.mlp"), PieceMode::Keep);
+  EXPECT_EQ(p.pieces_recomputed(), 2 * 2 + 1 + 2);
+}
+
+TEST(RecomputePlan, APieceTheSectionLacksIsAnErrorThatSaysWhereAndWhichItHas) {
+  Config c = two_streams_none();
+  c.gradient_checkpointing.ae_adapter.pieces = {"block0.cross", "block1.mlp"};  // block 1 has no MLP
+  c.gradient_checkpointing.ae_adapter.pieces_origin = Origin{"plan.yml", 4};
+  try {
+    resolve_plan(c);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "plan.yml:4: ae_adapter.pieces names 'block1.mlp', which is not a piece of the ae_adapter section (its "
+              "pieces: block0.cross, block0.mlp, block1.cross)");
+  }
+  c.gradient_checkpointing.ae_adapter.pieces = {"block0.cross"};
+  EXPECT_TRUE(on(resolve_plan(c), "ae_adapter/block0.cross"));
+  // A section the model lacks: no forecast engine here.
+  c.gradient_checkpointing.forecast.pieces = {"block0.attn"};
+  c.gradient_checkpointing.forecast.pieces_origin = Origin{"plan.yml", 7};
+  try {
+    resolve_plan(c);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "plan.yml:7: forecast.pieces names 'block0.attn', but this model has no forecast pieces");
+  }
+}
+
 TEST(RecomputePlan, PredInputAndHeadFollowFullOnly) {
   // In a section with blocks, the pieces outside them are recomputed by `full` only.
   Config c = two_streams_none();

@@ -121,6 +121,20 @@ struct SectionRecompute {
   int every_n = 1;                // for EveryN: blocks 0, n, 2n, ... (all their pieces)
   std::vector<int> blocks;        // additionally recompute these blocks fully
   Origin origin;
+  // Additionally recompute these pieces fully: their labels as the plan
+  // table gives them ("block1.attn", "input"), in every stream of a
+  // per-stream section. Checked against the model's pieces when the plan
+  // is resolved (wg/plan/recompute_plan.h).
+  std::vector<std::string> pieces;
+  Origin pieces_origin;
+
+  // A section in `mode`, nothing else given.
+  static SectionRecompute of(RecomputeMode mode, bool set = false) {
+    SectionRecompute s;
+    s.set = set;
+    s.mode = mode;
+    return s;
+  }
 };
 
 // The settings of every section of the model, one field per section (the
@@ -133,10 +147,10 @@ struct RecomputeConfig {
   SectionRecompute embed;
   SectionRecompute ae_local;
   SectionRecompute ae_adapter;
-  SectionRecompute ae_aggregation{false, RecomputeMode::Full, 1, {}, {}};
+  SectionRecompute ae_aggregation = SectionRecompute::of(RecomputeMode::Full);
   SectionRecompute ae_global;
-  SectionRecompute forecast{false, RecomputeMode::Full, 1, {}, {}};
-  SectionRecompute pred{false, RecomputeMode::EveryN, 1, {}, {}};  // the decoder blocks
+  SectionRecompute forecast = SectionRecompute::of(RecomputeMode::Full);
+  SectionRecompute pred = SectionRecompute::of(RecomputeMode::EveryN);  // the decoder blocks
 };
 
 // A per-node rule (`checkpoint_node_rules`, a list, applied in order, later

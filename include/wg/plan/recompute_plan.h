@@ -13,6 +13,8 @@
 //              recomputed in backward (no product is run again)
 //   every_n    blocks 0, n, 2n, ... (all their pieces)
 //   blocks     these blocks (all their pieces), on top of the mode
+//   pieces     these pieces ("block1.attn": the plan table's labels, in
+//              every stream of a per-stream section), on top of the mode
 // A section without block pieces counts as one block, block 0, made of its
 // pieces. In a section with blocks, the pieces outside them (an embed's
 // input and read-out, a decoder's coordinate embedding and head) are
@@ -85,8 +87,13 @@ std::vector<PieceKey> model_pieces(const Config& config);
 // read-out and an embed's input.
 bool runs_lean(const PieceKey& piece);
 
+// Throws std::invalid_argument naming where it was set when a section's
+// `pieces` names a label that no piece of that section in `pieces` has.
+void check_piece_lists(const std::vector<PieceKey>& pieces, const RecomputeConfig& sections);
+
 // The plan the section settings select (see above). Throws
-// std::invalid_argument naming the key when a block index is out of range.
+// std::invalid_argument naming the key when a block index is out of range,
+// and as check_piece_lists does.
 RecomputePlan resolve_plan(const std::vector<PieceKey>& pieces, const RecomputeConfig& sections);
 inline RecomputePlan resolve_plan(const Config& config) {
   return resolve_plan(model_pieces(config), config.gradient_checkpointing);
