@@ -28,10 +28,15 @@
 //
 //   bench_vs_pytorch [--config F]... [--set K=V]... [--threads 2] [--rounds 3] [--warmup 2] [--steps 10]
 //                    [--batches 4] [--profiled-steps 2] [--parity-steps 4] [--side both|cpp|twin]
-//                    [--modes none,full,selective,every_n=2]
+//                    [--modes none,full,selective,every_n=2,config]
 //                    [--breakdown] [--no-activation-peaks] [--pieces] [--trace FILE]
 //                    [--out bench/results/vs_pytorch.json] [--no-plot]
 //                    [--device cpu|cuda] [--python PATH]
+//
+// --modes config adds the plan the --config files and --set give (say
+// `selective` with some pieces recomputed whole, docs/recomputation.md) on
+// the C++ side only: timed, its peaks measured and set against none's as
+// the other modes, with no twin to compare.
 //
 // --device cuda (bench/gpu/run.sh): both sides on the GPU, the twin under
 // torch >= 2.0 (--python; its attention then runs torch's fused
@@ -112,12 +117,26 @@ struct Mode {
   const char* name;  // as reported, and the twin's --modes item
   RecomputeMode mode;
   int every_n;
+  bool configured = false;  // the plan the configuration gives (mode unused); C++ only
 };
 
 const Mode kAllModes[] = {{"none", RecomputeMode::None, 1},
                           {"full", RecomputeMode::Full, 1},
                           {"selective", RecomputeMode::Selective, 1},
                           {"every_n=2", RecomputeMode::EveryN, 2}};
+// `--modes config`: the configuration's own plan (gradient_checkpointing
+// from the --config files and --set, node rules aside), such as `selective`
+// with some pieces recomputed whole. The twin has no such plan: C++ only.
+const Mode kConfigMode = {"config", RecomputeMode::None, 1, true};
+
+// The configuration a mode trains with: `base` with every section in the
+// mode, or `base` as it is for the configured plan.
+Config mode_config(const Config& base, const Mode& mode) {
+  return mode.configured ? base : bench::with_mode(base, mode.mode, mode.every_n);
+}
+
+// Whether a mode is `none` itself (the reference of the cost ratios).
+bool is_none(const Mode& mode) { return !mode.configured && mode.mode == RecomputeMode::None; }
 
 double median(std::vector<double> v) {
   if (v.empty()) return std::nan("");
@@ -149,6 +168,14 @@ std::string join_doubles(const std::vector<double>& v) {
   return os.str();
 }
 
+// The --config files in their order, "a.yml + b.yml" (their file names
+// alone when `names`).
+std::string join_files(const std::vector<std::string>& files, bool names) {
+  std::string out;
+  for (const auto& f : files) out += (out.empty() ? "" : " + ") + (names ? fs::path(f).filename().string() : f);
+  return out;
+}
+
 // The recomputed pieces of a plan, as key strings.
 std::vector<std::string> recomputed_keys(const RecomputePlan& plan) {
   std::vector<std::string> keys;
@@ -169,7 +196,7 @@ void load_params(Trainer& t, const std::vector<std::pair<std::string, torch::Ten
 // seeded as the config says: every run of a mode starts alike.
 std::unique_ptr<Trainer> mode_trainer(const Config& base, const Mode& mode, const torch::Device& device,
                                       const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
-  const Config c = bench::with_mode(base, mode.mode, mode.every_n);
+  const Config c = mode_config(base, mode);
   auto t = std::make_unique<Trainer>(c, Dataset(c, 0, 1), resolve_plan(c), device);
   load_params(*t, weights);
   torch::manual_seed(c.seed);
@@ -381,8 +408,10 @@ int main(int argc, char** argv) {
   app.add_option("--side", side, "run both sides, or only one (for profiling)")
       ->check(CLI::IsMember({"both", "cpp", "twin"}))
       ->capture_default_str();
-  app.add_option("--modes", mode_names, "modes to run (subset of none full selective every_n=2)")
-      ->check(CLI::IsMember({"none", "full", "selective", "every_n=2"}))
+  app.add_option("--modes", mode_names,
+                 "modes to run (subset of none full selective every_n=2 config; config: the plan of the --config "
+                 "files and --set, C++ only)")
+      ->check(CLI::IsMember({"none", "full", "selective", "every_n=2", "config"}))
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--out", out, "JSON results")->capture_default_str();
@@ -440,13 +469,23 @@ int main(int argc, char** argv) {
   std::vector<Mode> kModes;
   for (const Mode& m : kAllModes)
     if (std::find(mode_names.begin(), mode_names.end(), m.name) != mode_names.end()) kModes.push_back(m);
+  if (std::find(mode_names.begin(), mode_names.end(), kConfigMode.name) != mode_names.end())
+    kModes.push_back(kConfigMode);
+  if (run_twin_side && std::all_of(kModes.begin(), kModes.end(), [](const Mode& m) { return m.configured; })) {
+    std::cerr << "--modes config runs on the C++ side only: add --side cpp, or a mode the twin has\n";
+    return 2;
+  }
   spdlog::set_level(spdlog::level::warn);
   install_counting_allocator();
   Config base;
   try {
     base = load_config(sources);
+    for (const Mode& m : kModes) resolve_plan(mode_config(base, m));  // the configured plan's pieces, before any work
   } catch (const ConfigError& e) {
     std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const std::invalid_argument& e) {  // the configured plan names a piece the model lacks
+    std::cerr << "configuration: " << e.what() << "\n";
     return 2;
   }
   base.validate_with_ema = false;  // the twin keeps no weight average
@@ -537,7 +576,7 @@ int main(int argc, char** argv) {
       "vs_pytorch: config %s, %lld parameters, %d thread(s) (BLAS %s, %d thread(s); C++'s float32 products: "
       "%s, the twin's: its BLAS), batch %d, %d dumps, "
       "%d round(s) x (%d warm-up + %d timed + %d profiled) steps per mode\n",
-      sources.files.back().c_str(), (long long)parameters, threads, blas_kind(), blas_threads(),
+      join_files(sources.files, false).c_str(), (long long)parameters, threads, blas_kind(), blas_threads(),
       sgemm_provider().c_str(), base.batch_size_per_gpu, num_batches, rounds, warmup, steps, profiled);
   std::printf("vs_pytorch: C++ keeps %s of freed memory for the next step (cpu_keep_freed_mib, as wgtrain); the twin "
               "runs with PyTorch's defaults\n",
@@ -577,8 +616,9 @@ int main(int argc, char** argv) {
   std::string torch_version, torch_memory_method, torch_time_method;
   std::string twin_modes;
   for (size_t i = 0; i < nm; ++i) {
-    twin_modes += (i ? "," : "") + std::string(kModes[i].name);
-    const RecomputePlan plan = resolve_plan(bench::with_mode(base, kModes[i].mode, kModes[i].every_n));
+    if (!kModes[i].configured) twin_modes += (twin_modes.empty() ? "" : ",") + std::string(kModes[i].name);
+    const RecomputePlan plan = resolve_plan(mode_config(base, kModes[i]));
+    if (kModes[i].configured) std::printf("config: the configured plan, %s\n", plan.summary().c_str());
     pieces_recomputed[i] = plan.pieces_recomputed();
     pieces_total[i] = plan.pieces_total();
     pieces_lean[i] = plan.pieces_lean();
@@ -642,7 +682,7 @@ int main(int argc, char** argv) {
   }
   if (!trace.empty() && run_cpp_side) {  // the first mode: 3 steps to warm up, then 5 traced
     const Mode& m = kModes[0];
-    Trainer t(base, Dataset(base, 0, 1), resolve_plan(bench::with_mode(base, m.mode, m.every_n)), torch::kCPU);
+    Trainer t(base, Dataset(base, 0, 1), resolve_plan(mode_config(base, m)), torch::kCPU);
     load_params(t, weights);
     for (int k = 0; k < 3; ++k) t.step_on(batches[size_t(k) % batches.size()], k);
     {
@@ -667,7 +707,7 @@ int main(int argc, char** argv) {
     double flop_sum = 0, sec_sum = 0;
     for (size_t k = 0; k < cpp_flops[i].size(); ++k) flop_sum += cpp_flops[i][k], sec_sum += cpp_sec[i][k];
     cpp_rate[i] = sec_sum > 0 ? flop_sum / sec_sum : 0;  // the model FLOPs of all timed steps / their time
-    const bool both = run_cpp_side && run_twin_side;
+    const bool both = run_cpp_side && run_twin_side && !kModes[i].configured;
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const double speedup = both ? tt / tc : nan,
                  peak_ratio = both ? double(cpp_peak[i]) / double(std::max<int64_t>(torch_peak[i], 1)) : nan;
@@ -729,7 +769,7 @@ int main(int argc, char** argv) {
   if (cuda) {  // reserved memory and MFU; the model FLOPs of `none` (no recomputation) put both sides alike
     double none_flops = std::nan("");
     for (size_t i = 0; i < nm; ++i)
-      if (kModes[i].mode == RecomputeMode::None) none_flops = median(cpp_flops[i]);
+      if (is_none(kModes[i])) none_flops = median(cpp_flops[i]);
     std::printf("\n%-10s %13s %13s %9s %14s %14s   (peak %.1f TFLOP/s: %s)\n", "mode", "C++ res GiB", "twin res GiB",
                 "C++ MFU", "C++ MFU/none", "twin MFU/none", peak.flops * 1e-12, peak.source.c_str());
     for (size_t i = 0; i < nm; ++i) {
@@ -743,7 +783,7 @@ int main(int argc, char** argv) {
   }
   // The cost of recomputation on the C++ side: each mode's step time and peak against none's.
   json cost = json::object();
-  if (run_cpp_side && kModes[0].mode == RecomputeMode::None) {
+  if (run_cpp_side && is_none(kModes[0])) {
     const double t_none = median(cpp_sec[0]);
     std::string line;
     for (size_t i = 1; i < nm; ++i) {
@@ -794,13 +834,13 @@ int main(int argc, char** argv) {
       }
   }
 
-  const std::string cfg_name = fs::path(sources.files.back()).filename().string();
+  const std::string cfg_name = join_files(sources.files, true);
   json doc = {
       {"title", "C++ (LibTorch) vs PyTorch twin, " + cfg_name + ", " + std::to_string(threads) + " thread(s), batch " +
                     std::to_string(base.batch_size_per_gpu) + ", " + today()},
       {"benchmark", "vs_pytorch"},
       {"date", today()},
-      {"config", sources.files.back()},
+      {"config", join_files(sources.files, false)},
       {"overrides", sources.overrides},
       {"parameters", parameters},
       {"threads", threads},
