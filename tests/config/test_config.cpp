@@ -261,6 +261,13 @@ TEST_F(ConfigTest, ShippedCpuConfigFilesLoad) {
   EXPECT_EQ(wide.ae_local_dim_embed, 256);
   EXPECT_EQ(wide.ae_global_dim_embed, 512);
   EXPECT_GT(wide.embed_dropout_rate, 0.0);  // dropout as upstream's defaults
+  // The benchmark's plan overlay (bench/plans/): every piece lean but the
+  // embed's block 1 attention, recomputed whole.
+  const RecomputePlan plan =
+      resolve_plan(load_config(files({kSrc + "/config/cpu_wide.yml", kSrc + "/bench/plans/selective_embed_attn1.yml"})));
+  EXPECT_EQ(plan.pieces_recomputed(), 1);
+  EXPECT_TRUE(plan.get(*PieceKey::parse("embed.ERA5/block1.attn")));
+  EXPECT_EQ(plan.pieces_lean() + 1 + 2, plan.pieces_total());  // kept: the decoder's input and head
 
   const Config anemoi = load_config(files({kSrc + "/config/anemoi_fixture.yml"}));
   ASSERT_EQ(anemoi.streams.size(), 1u);
