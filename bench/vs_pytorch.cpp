@@ -720,9 +720,12 @@ int main(int argc, char** argv) {
     }
     char pieces[32];
     std::snprintf(pieces, sizeof pieces, "%d/%d", pieces_recomputed[i], pieces_total[i]);
-    fast_sgemm = fast_sgemm && cpp_rate[i] >= 0.6 * sgemm_rate;
+    if (!kModes[i].configured) fast_sgemm = fast_sgemm && cpp_rate[i] >= 0.6 * sgemm_rate;  // the modes
     std::string note;
-    if (pieces_lean[i] > 0)  // selective: lean pieces here, whole attention pieces in the twin (its checkpoint API)
+    if (kModes[i].configured)
+      note = "  (C++ only: the configured plan, " + std::to_string(pieces_lean[i]) + " pieces lean)";
+    else if (pieces_lean[i] >
+             0)  // selective: lean pieces here, whole attention pieces in the twin (its checkpoint API)
       note = "  (C++: " + std::to_string(pieces_lean[i]) + " pieces lean; the twin recomputes " +
              std::to_string(torch_pieces[i]) + " pieces whole)";
     else if (both && cpp_keys[i] != torch_keys[i])
