@@ -22,7 +22,9 @@ struct RankPlan {
   std::string rules_text() const;       // "0, 2" ("" when none)
 };
 
-// Throws std::invalid_argument naming the key of a bad block index.
+// Throws std::invalid_argument naming the key of a bad block index, or
+// where a piece list (global or any node rule's) names a piece the model
+// lacks.
 RankPlan plan_for_rank(const Config& config, const NodeInfo& node);
 
 }  // namespace wg

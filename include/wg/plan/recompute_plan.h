@@ -88,7 +88,8 @@ std::vector<PieceKey> model_pieces(const Config& config);
 bool runs_lean(const PieceKey& piece);
 
 // Throws std::invalid_argument naming where it was set when a section's
-// `pieces` names a label that no piece of that section in `pieces` has.
+// `pieces` list names a label that none of that section's pieces among
+// `pieces` (the model's) has.
 void check_piece_lists(const std::vector<PieceKey>& pieces, const RecomputeConfig& sections);
 
 // The plan the section settings select (see above). Throws
