@@ -478,9 +478,10 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   install_counting_allocator();
   Config base;
+  std::vector<RecomputePlan> plans;  // per mode, resolved before any work (the configured plan's pieces checked)
   try {
     base = load_config(sources);
-    for (const Mode& m : kModes) resolve_plan(mode_config(base, m));  // the configured plan's pieces, before any work
+    for (const Mode& m : kModes) plans.push_back(resolve_plan(mode_config(base, m)));
   } catch (const ConfigError& e) {
     std::cerr << e.what() << "\n";
     return 2;
@@ -617,7 +618,7 @@ int main(int argc, char** argv) {
   std::string twin_modes;
   for (size_t i = 0; i < nm; ++i) {
     if (!kModes[i].configured) twin_modes += (twin_modes.empty() ? "" : ",") + std::string(kModes[i].name);
-    const RecomputePlan plan = resolve_plan(mode_config(base, kModes[i]));
+    const RecomputePlan& plan = plans[i];
     if (kModes[i].configured) std::printf("config: the configured plan, %s\n", plan.summary().c_str());
     pieces_recomputed[i] = plan.pieces_recomputed();
     pieces_total[i] = plan.pieces_total();
@@ -682,8 +683,8 @@ int main(int argc, char** argv) {
   }
   if (!trace.empty() && run_cpp_side) {  // the first mode: 3 steps to warm up, then 5 traced
     const Mode& m = kModes[0];
-    Trainer t(base, Dataset(base, 0, 1), resolve_plan(mode_config(base, m)), torch::kCPU);
-    load_params(t, weights);
+    const std::unique_ptr<Trainer> trainer = mode_trainer(base, m, device, weights);  // the CPU: no trace on CUDA
+    Trainer& t = *trainer;
     for (int k = 0; k < 3; ++k) t.step_on(batches[size_t(k) % batches.size()], k);
     {
       const torch::autograd::profiler::RecordProfile profile(trace);
@@ -724,8 +725,7 @@ int main(int argc, char** argv) {
     std::string note;
     if (kModes[i].configured)
       note = "  (C++ only: the configured plan, " + std::to_string(pieces_lean[i]) + " pieces lean)";
-    else if (pieces_lean[i] >
-             0)  // selective: lean pieces here, whole attention pieces in the twin (its checkpoint API)
+    else if (pieces_lean[i] > 0)  // selective: lean here, whole attention pieces in the twin (its checkpoint API)
       note = "  (C++: " + std::to_string(pieces_lean[i]) + " pieces lean; the twin recomputes " +
              std::to_string(torch_pieces[i]) + " pieces whole)";
     else if (both && cpp_keys[i] != torch_keys[i])
