@@ -1,6 +1,8 @@
 // Norms (see header).
 #include "wg/model/norms.h"
 
+#include "wg/model/silu.h"
+
 namespace wg {
 
 torch::Tensor plain_layer_norm(const torch::Tensor& x, double eps) {
@@ -32,20 +34,21 @@ Prelude AdaLayerNormImpl::prelude(const torch::Tensor& aux, Saving saving) {
   // (which every AdaLayerNorm of the layer reads) and runs the a -> 4a
   // product again rather than keep its 4a-wide output.
   Prelude embed;
-  embed.fn = [in = in_](const torch::Tensor& a) mutable { return torch::silu(in(a)); };
+  embed.fn = [in = in_](const torch::Tensor& a) mutable { return wg::silu(in(a)); };
   embed.params = in_->parameters();  // weight, bias
   // Its rerun and vjp call what autograd calls for Linear on rows (addmm)
-  // and SiLU (AddmmBackward0, SiluBackward0, the bias's gradient summed to
-  // its shape), so the gradients stay bit-identical, and hold two 4a-wide
+  // and SiLU (AddmmBackward0, wg::silu's kernels, the bias's gradient
+  // summed to its shape), so the gradients stay bit-identical, and hold two 4a-wide
   // tensors at most instead of autograd's four. Rows only: other shapes
   // take other kernels (they run again under autograd).
   if (aux.dim() == 2 && aux.size(0) > 1 && aux.size(1) > 1 && aux.is_contiguous()) {
     embed.rerun = [w = in_->weight, b = in_->bias, d_aux = aux.requires_grad()](const torch::Tensor& a) {
       torch::Tensor z = at::addmm(b, a, w.t());
-      const torch::Tensor h = torch::silu(z);
+      const torch::Tensor h = silu_runs_on(z) ? silu_forward(z) : torch::silu(z);
       return PreludeRun{h, [w, b, a, z, d_aux](torch::Tensor dh) {
                           dh = dh.contiguous();
-                          const torch::Tensor dz = at::silu_backward_out(dh, dh, z);  // in place
+                          const torch::Tensor dz =  // in place
+                              silu_runs_on(z) ? silu_backward(dh, z, dh) : at::silu_backward_out(dh, dh, z);
                           return std::vector<torch::Tensor>{d_aux ? dz.mm(w) : torch::Tensor(), dz.t().mm(a),
                                                             at::sum_to(dz, b.sizes())};
                         }};
