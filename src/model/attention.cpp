@@ -65,6 +65,18 @@ double query_key_pairs(const VarlenSegments& seg) {
   return pairs;
 }
 
+// seg with each query row made `slots` rows one after another (the
+// adapter's query slots, flattened from [R, slots]): segment s's queries
+// are rows q_offsets[s]·slots to q_offsets[s + 1]·slots.
+VarlenSegments with_query_slots(const VarlenSegments& seg, int64_t slots, const torch::Device& device) {
+  std::vector<int64_t> lens_q, lens_k;
+  for (int64_t s = 0; s < seg.num_segments; ++s) {
+    lens_q.push_back(slots * (seg.q_offsets[size_t(s) + 1] - seg.q_offsets[size_t(s)]));
+    lens_k.push_back(seg.k_offsets[size_t(s) + 1] - seg.k_offsets[size_t(s)]);
+  }
+  return VarlenSegments::from_lengths(lens_q, lens_k, device);
+}
+
 // Whether a lean self-attention of width d (= H·dh) over `pairs` query-key
 // pairs on `rows` rows runs its core again: the core 4·pairs·d FLOPs, the
 // four projections 8·rows·d².
@@ -207,36 +219,38 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
       lean_reruns_core(4.0 * double(slots) * query_key_pairs(seg) * double(inner),
                        2.0 * double(inner) * (rows_q * double(2 * o_.dim) + 2.0 * rows_k * double(o_.dim_kv)));
   const QkNorm qk_norm{o_.qk_norm ? eps : 0.0};
-  const auto segments = std::make_shared<const VarlenSegments>(seg);  // the core may run again in backward
-  // The segments' keys and values are kv's rows, or its rows kv_rows (attention_core.h).
-  const auto attend = [H, segments, dropout, qk_norm, kv_rows](const torch::Tensor& q, const torch::Tensor& kv) {
-    return varlen_attention(Projections::cross(q, kv, H, kv_rows), *segments, dropout, dropout > 0, qk_norm)
-        .flatten(-2, -1);
-  };
-  torch::Tensor out;
-  if (o_.sliced_q) {  // x_q [R, slices, d]: every slot attends with its own projection (rows normed one by one)
+  // The queries' projections [rows, H·dh]. Sliced (x_q [R, slots, d]):
+  // every slot with its own projection (rows normed one by one), the slots
+  // of a row one after another, so that a segment's queries are its rows'
+  // slots and one core call attends them all (with its joint pass where
+  // the core runs again).
+  torch::Tensor q;
+  std::shared_ptr<const VarlenSegments> segments;  // the core may run again in backward
+  if (o_.sliced_q) {
     std::vector<torch::Tensor> queries;  // each slot's [R, H·dh]
     for (int64_t i = 0; i < o_.num_slices_q; ++i)
       queries.push_back(fused_linear(x_q.select(1, i), pre_q, {q_slices_[size_t(i)]->weight}, {}, saving));
-    const Prelude core = core_prelude(
-        [attend, kv](const torch::Tensor& q) {  // q [R, slices, H·dh] -> [R, slices, H·dh]
-          std::vector<torch::Tensor> o;
-          for (int64_t i = 0; i < q.size(1); ++i) o.push_back(attend(q.select(1, i), kv));
-          return torch::stack(o, 1);
-        },
-        kv, dropout > 0);
-    out = project_core(proj_out, torch::stack(queries, 1), core, rerun_core, saving);  // [R, slices, d]
+    q = slots == 1 ? queries.front() : torch::stack(queries, 1).flatten(0, 1);
+    segments = std::make_shared<const VarlenSegments>(slots == 1 ? seg : with_query_slots(seg, slots, x_q.device()));
   } else {
-    Prelude core = core_prelude([attend, kv](const torch::Tensor& q) { return attend(q, kv); }, kv, dropout > 0);
-    const torch::Tensor q = fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving);
-    if (joint_runs(rerun_core, saving, q, true))
-      core.joint = [H, segments, dropout, qk_norm, kv, kv_rows](const torch::Tensor& q, const torch::Tensor& dh) {
-        const CoreJoint r =
-            varlen_attention_joint(Projections::cross(q, kv, H, kv_rows), *segments, dropout, qk_norm, dh);
-        return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q, r.d_kv}};
-      };
-    out = project_core(proj_out, q, core, rerun_core, saving);
+    q = fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving);
+    segments = std::make_shared<const VarlenSegments>(seg);
   }
+  // The segments' keys and values are kv's rows, or its rows kv_rows (attention_core.h).
+  Prelude core = core_prelude(
+      [H, segments, dropout, qk_norm, kv, kv_rows](const torch::Tensor& q) {
+        return varlen_attention(Projections::cross(q, kv, H, kv_rows), *segments, dropout, dropout > 0, qk_norm)
+            .flatten(-2, -1);
+      },
+      kv, dropout > 0);
+  if (joint_runs(rerun_core, saving, q, true))
+    core.joint = [H, segments, dropout, qk_norm, kv, kv_rows](const torch::Tensor& q, const torch::Tensor& dh) {
+      const CoreJoint r =
+          varlen_attention_joint(Projections::cross(q, kv, H, kv_rows), *segments, dropout, qk_norm, dh);
+      return Prelude::JointRun{r.out.flatten(-2, -1), {r.d_q, r.d_kv}};
+    };
+  torch::Tensor out = project_core(proj_out, q, core, rerun_core, saving);
+  if (o_.sliced_q) out = out.view(x_q.sizes());  // [R·slots, d] -> [R, slots, d]
   return o_.with_residual ? x_q + out : out;
 }
 

@@ -42,8 +42,8 @@ void add(ModelFlops& f, const PieceKey& key, const Counted& c) { f.add(key, c.al
 
 // Whether a core runs as the CPU kernel's joint pass where it runs again
 // (attention.cpp's joint_runs): on the CPU kernel, in the layouts it takes
-// (`layout`: dense, varlen and one-slot cross-attention; not block-local
-// attention or the adapter's query slots, run again under autograd).
+// (`layout`: dense, varlen and cross-attention, the adapter's query slots
+// included; not block-local attention, run again under autograd).
 bool joint(CoreKernel kernel, bool layout = true) { return kernel == CoreKernel::Cpu && layout; }
 
 // What a lean attention piece runs again of its core: nothing where the
@@ -107,7 +107,7 @@ void local(ModelFlops& f, const EngineOptions& o, const FlopShape& s, CoreKernel
   }
 }
 
-void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
+void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s, CoreKernel kernel) {
   double cells = 0, core = 0;
   const int64_t inner = o.num_heads * o.dim_head;
   for (const int64_t l : s.source_cell_lens)
@@ -121,11 +121,11 @@ void adapter(ModelFlops& f, const AdapterOptions& o, const FlopShape& s) {
   const double projections = linear(queries, o.dim_q, inner)                        // one projection per slot
                              + 2.0 * linear(double(s.num_tokens), o.dim_kv, inner) // keys, values of every token
                              + out;
-  const double cross = projections + core,
-               lean = lean_core(core, projections, /*joint_pass=*/false);  // query slots
-  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out, lean);
+  const double cross = projections + core, lean = lean_core(core, projections, joint(kernel)),
+               joint_core = joint(kernel) ? core : 0.0;
+  f.add(PieceKey::in_block("ae_adapter", "", 0, PieceKind::CrossAttention), cross, out, lean, joint_core);
   add(f, PieceKey::in_block("ae_adapter", "", 0, PieceKind::Mlp), mlp(queries, o.dim_q, o.dim_q, 2.0, 0, 0));
-  f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out, lean);
+  f.add(PieceKey::in_block("ae_adapter", "", 1, PieceKind::CrossAttention), cross, out, lean, joint_core);
 }
 
 // An engine over `batch` sequences of `length` tokens per call (one call
@@ -236,7 +236,7 @@ ModelFlops model_flops(const ModelOptions& o, const FlopShape& s, CoreKernel ker
     for (const EmbedOptions& e : o.embeds)
       if (e.stream == stream.name && stream.source_tokens > 0) embed(f, e, stream.source_tokens, kernel);
   local(f, o.local, s, kernel);
-  adapter(f, o.adapter, s);
+  adapter(f, o.adapter, s, kernel);
   std::vector<int64_t> per_sample(size_t(s.num_samples), 0);
   for (size_t g = 0; g < s.source_cell_lens.size(); ++g)
     if (s.source_cell_lens[g] > 0) ++per_sample[g / size_t(s.num_cells)];

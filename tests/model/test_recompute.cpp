@@ -27,9 +27,11 @@ struct StepResult {
 };
 
 // One forward/backward of the whole model under `gc`, with fixed weights,
-// batch and dropout seed. Forecast mode when `forecast` (one forecast step).
-StepResult run_step(const RecomputeConfig& gc, bool forecast = false) {
+// batch and dropout seed. Forecast mode when `forecast` (one forecast step);
+// `queries` query slots a cell (the adapter's).
+StepResult run_step(const RecomputeConfig& gc, bool forecast = false, int queries = 1) {
   Config c = tiny_config();
+  c.ae_local_num_queries = queries;
   if (forecast) {
     c.training_mode = "forecast";
     c.forecast_policy = "fixed";
@@ -127,6 +129,16 @@ TEST(Recompute, SelectiveWithPiecesRecomputedWholeIsBitIdenticalToNone) {
   EXPECT_GT(lean, 5);
   EXPECT_GE(whole, 4);
   expect_identical(ref, run_step(gc));
+}
+
+// Two query slots a cell: the adapter attends them in one core call, which
+// a lean or recomputed adapter runs again as the joint pass.
+TEST(Recompute, TwoQuerySlotsAreBitIdenticalToNone) {
+  const StepResult ref = run_step(nothing_recomputed(), false, 2);
+  for (auto mode : {RecomputeMode::Full, RecomputeMode::Selective}) {
+    SCOPED_TRACE(recompute_mode_name(mode));
+    expect_identical(ref, run_step(every_section(mode), false, 2));
+  }
 }
 
 TEST(Recompute, ForecastEngineIsBitIdenticalToNone) {
