@@ -54,7 +54,8 @@ struct Layout : torch::CustomClassHolder {
   bool unread = false;        // output_linear in a rerun: the product is not computed
   std::vector<int64_t> rows;  // output rows of each weight
   std::vector<GeneratorStates> first_run;  // lean with a random pre: the states before it ran (0 or 1)
-  bool released = false;  // after backward: pre and first_run let go (their closures hold tensors)
+  std::vector<torch::Tensor> kept;         // lean: what pre.keeping left for pre.rerun_kept
+  bool released = false;  // after backward: pre, first_run and kept let go (their closures hold tensors)
 };
 
 // The weights as one operand: their rows [Σ out_i, in], read in place
@@ -207,7 +208,7 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     torch::Tensor h = x;  // unread: only h's leading dimensions are read, which pre keeps
     if (l.lean && l.pre.fn) {
       if (l.pre.draws_random) layout->first_run.push_back(GeneratorStates::capture(x.device()));
-      if (!l.unread) h = l.pre.fn(x);
+      if (!l.unread) h = l.pre.keeping ? l.pre.keeping(x, layout->kept) : l.pre.fn(x);
     }
     const torch::Tensor y = l.unread ? unread_output(h, weights) : product(l, h, weights, biases);
     // Lean with input_again, x is made again in backward: not kept.
@@ -231,6 +232,7 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
       // not when the graph is destroyed after the whole backward.
       layout->pre = Prelude{};
       layout->first_run.clear();
+      layout->kept.clear();
       layout->released = true;
     }
     return result;
@@ -253,7 +255,8 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     if (l.lean && l.pre.rerun) {
       const GeneratorStatesGuard put_back(x.device());
       if (!l.first_run.empty()) l.first_run.front().restore();
-      rerun = l.pre.rerun(x_kept.detach());
+      rerun = l.pre.rerun_kept && !l.kept.empty() ? l.pre.rerun_kept(x_kept.detach(), l.kept)
+                                                  : l.pre.rerun(x_kept.detach());
       h = rerun.h;
     } else if (l.lean && l.pre.fn) {
       x = x_kept.detach();

@@ -9,6 +9,7 @@
 
 #include "wg/model/dropout.h"
 #include "wg/model/gelu_dropout.h"
+#include "wg/model/layer_norm_again.h"
 #include "wg/model/lean_ops.h"
 #include "wg/model/norms.h"
 
@@ -33,6 +34,26 @@ torch::Tensor plain_layer_norm_backward_into(torch::Tensor dh, const torch::Tens
   return dh;
 }
 
+// A lean layer norm's first run, leaving its row statistics in kept
+// (mean, rstd) where layer_norm_again can make its output again from them.
+torch::Tensor layer_norm_keeping(const torch::Tensor& x, double eps, const torch::Tensor& weight,
+                                 const torch::Tensor& bias, std::vector<torch::Tensor>& kept) {
+  if (!layer_norm_again_runs_on(x)) return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  LayerNormRun n = layer_norm_run(x, eps, weight, bias);
+  kept = {std::move(n.mean), std::move(n.rstd)};
+  return n.out;
+}
+
+// The norm run again at x (the first run's x, or its bits): from the first
+// run's statistics in kept, one elementwise pass with the first run's
+// bits (layer_norm_again.h), or native_layer_norm again.
+LayerNormRun layer_norm_rerun(const torch::Tensor& x, double eps, const torch::Tensor& weight,
+                              const torch::Tensor& bias, const std::vector<torch::Tensor>& kept) {
+  if (kept.size() == 2 && layer_norm_again_runs_on(x))
+    return {layer_norm_again(x, kept[0], kept[1], weight, bias), kept[0], kept[1]};
+  return layer_norm_run(x, eps, weight, bias);
+}
+
 }  // namespace
 
 Prelude layer_norm_prelude(double eps, const torch::Tensor& weight, const torch::Tensor& bias) {
@@ -40,9 +61,12 @@ Prelude layer_norm_prelude(double eps, const torch::Tensor& weight, const torch:
   pre.fn = [eps, weight, bias](const torch::Tensor& x) {
     return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
   };
+  pre.keeping = [eps, weight, bias](const torch::Tensor& x, std::vector<torch::Tensor>& kept) {
+    return layer_norm_keeping(x, eps, weight, bias, kept);
+  };
   if (weight.defined()) pre.params = {weight, bias};
-  pre.rerun = [eps, weight, bias](const torch::Tensor& x) {
-    const LayerNormRun n = layer_norm_run(x, eps, weight, bias);
+  pre.rerun_kept = [eps, weight, bias](const torch::Tensor& x, const std::vector<torch::Tensor>& kept) {
+    const LayerNormRun n = layer_norm_rerun(x, eps, weight, bias, kept);
     return PreludeRun{
         n.out, [eps, weight, bias, x, mean = n.mean, rstd = n.rstd](torch::Tensor dh) {
           // NativeLayerNormBackward0's call: the same kernel, the same mask
@@ -53,6 +77,7 @@ Prelude layer_norm_prelude(double eps, const torch::Tensor& weight, const torch:
           return std::vector<torch::Tensor>{dx, dw, db};
         }};
   };
+  pre.rerun = [rerun_kept = pre.rerun_kept](const torch::Tensor& x) { return rerun_kept(x, {}); };
   return pre;
 }
 
@@ -65,11 +90,15 @@ Prelude norm_affine_prelude(double eps, const torch::Tensor& factor_param, const
   pre.fn = [eps, factor, shift](const torch::Tensor& x) {
     return torch::layer_norm(x, {x.size(-1)}, {}, {}, eps) * factor + shift;
   };
+  pre.keeping = [eps, factor, shift](const torch::Tensor& x, std::vector<torch::Tensor>& kept) {
+    return layer_norm_keeping(x, eps, {}, {}, kept) * factor + shift;
+  };
   const bool d_factor = factor_param.requires_grad(), d_shift = shift.requires_grad();
   if (d_factor) pre.params.push_back(factor_param);
   if (d_shift) pre.params.push_back(shift);
-  pre.rerun = [eps, factor_param, factor, shift, d_factor, d_shift](const torch::Tensor& x) {
-    LayerNormRun n = layer_norm_run(x, eps);
+  pre.rerun_kept = [eps, factor_param, factor, shift, d_factor, d_shift](const torch::Tensor& x,
+                                                                         const std::vector<torch::Tensor>& kept) {
+    LayerNormRun n = layer_norm_rerun(x, eps, {}, {}, kept);
     torch::Tensor h = n.out * factor;
     h.add_(shift);  // the bits of n.out · factor + shift, with no second temporary of x's size
     return PreludeRun{std::move(h), [factor_param, factor, shift, d_factor, d_shift, x, n](torch::Tensor dh) mutable {
@@ -94,6 +123,7 @@ Prelude norm_affine_prelude(double eps, const torch::Tensor& factor_param, const
                         return d;
                       }};
   };
+  pre.rerun = [rerun_kept = pre.rerun_kept](const torch::Tensor& x) { return rerun_kept(x, {}); };
   return pre;
 }
 }  // namespace

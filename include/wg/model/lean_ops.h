@@ -43,6 +43,12 @@ struct Prelude {
   // random generators as at the first run when it draws. It calls the
   // kernels autograd would, so the gradients stay bit-identical (LeanOps.*).
   std::function<PreludeRun(const torch::Tensor&)> rerun;
+  // Optional, with rerun: fn that also gives what a rerun may take from
+  // this run instead of computing it again (a layer norm's row statistics,
+  // layer_norm_again.h), and the rerun that takes it. A lean product keeps
+  // what keeping gave until its backward, which calls rerun_kept with it.
+  std::function<torch::Tensor(const torch::Tensor& x, std::vector<torch::Tensor>& kept)> keeping;
+  std::function<PreludeRun(const torch::Tensor& x, const std::vector<torch::Tensor>& kept)> rerun_kept;
   // Optional, instead of rerun, where pre's run and its vjp fuse (the
   // attention core on the CPU kernel, where it runs again in a lean
   // backward, lean_reruns_core in saving.h, or in a recomputation's
