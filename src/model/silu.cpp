@@ -9,8 +9,6 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <cmath>
-
 #include "vector_math.h"
 #include "wg/util/vector_isa.h"
 
@@ -22,25 +20,16 @@ using torch::autograd::variable_list;
 
 constexpr int64_t kGrain = 16384;  // elements per parallel task
 
-template <bool Fma>
-inline __attribute__((always_inline)) float exp_of(float x) {
-  return vmath::cephes_exp<Fma>(x);
-}
-template <bool Fma>
-inline __attribute__((always_inline)) double exp_of(double x) {
-  return std::exp(x);
-}
-
 template <bool Fma, typename T>
 inline __attribute__((always_inline)) void forward_impl(const T* __restrict x, T* __restrict h, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) h[i] = x[i] / (T(1) + exp_of<Fma>(-x[i]));
+  for (int64_t i = 0; i < n; ++i) h[i] = x[i] / (T(1) + vmath::exp_of<Fma>(-x[i]));
 }
 
 // dx from g: into out, or in place (out == g; written with one pointer,
 // so that both forms vectorise).
 template <bool Fma, typename T>
 inline __attribute__((always_inline)) T slope_times(T g, T x) {
-  const T s = T(1) / (T(1) + exp_of<Fma>(-x));
+  const T s = T(1) / (T(1) + vmath::exp_of<Fma>(-x));
   return g * s * (T(1) + x * (T(1) - s));
 }
 template <bool Fma, typename T>

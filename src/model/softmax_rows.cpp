@@ -11,15 +11,6 @@
 namespace wg {
 namespace {
 
-template <bool Fma>
-inline __attribute__((always_inline)) float exp_of(float x) {
-  return vmath::cephes_exp<Fma>(x);
-}
-template <bool Fma>
-inline __attribute__((always_inline)) double exp_of(double x) {
-  return std::exp(x);
-}
-
 // The largest of row[0, n), n >= 1, in lanes of 32-byte vectors
 // (GCC's vector extension: a compare and a blend per vector on every
 // target, where an array of lanes stays scalar); a NaN is passed over, and
@@ -56,7 +47,7 @@ inline __attribute__((always_inline)) T lane_max(const T* row, int64_t n) {
 template <bool Fma, typename T>
 inline __attribute__((always_inline)) void exp_all(T* x, int64_t n) {
   T* __restrict y = x;
-  for (int64_t i = 0; i < n; ++i) y[i] = exp_of<Fma>(y[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = vmath::exp_of<Fma>(y[i]);
 }
 
 template <typename T>

@@ -6,6 +6,7 @@
 // same bits. Private to src/model.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -49,6 +50,16 @@ inline __attribute__((always_inline)) float cephes_exp(float x_in) {
   float two_n;
   std::memcpy(&two_n, &bits, sizeof two_n);
   return x_in < -87.33654f ? 0.0f : y * two_n;
+}
+
+// e^x: Cephes' for float, std::exp for double.
+template <bool Fma>
+inline __attribute__((always_inline)) float exp_of(float x) {
+  return cephes_exp<Fma>(x);
+}
+template <bool Fma>
+inline __attribute__((always_inline)) double exp_of(double x) {
+  return std::exp(x);
 }
 
 // erf by Abramowitz and Stegun 7.1.26 (absolute error under 1.5e-7; as
