@@ -225,17 +225,16 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x_q, const torch:
   // slots and one core call attends them all (with its joint pass where
   // the core runs again).
   torch::Tensor q;
-  std::shared_ptr<const VarlenSegments> segments;  // the core may run again in backward
   if (o_.sliced_q) {
     std::vector<torch::Tensor> queries;  // each slot's [R, H·dh]
     for (int64_t i = 0; i < o_.num_slices_q; ++i)
       queries.push_back(fused_linear(x_q.select(1, i), pre_q, {q_slices_[size_t(i)]->weight}, {}, saving));
     q = slots == 1 ? queries.front() : torch::stack(queries, 1).flatten(0, 1);
-    segments = std::make_shared<const VarlenSegments>(slots == 1 ? seg : with_query_slots(seg, slots, x_q.device()));
   } else {
     q = fused_linear(x_q, pre_q, {proj_heads_q->weight}, {}, saving);
-    segments = std::make_shared<const VarlenSegments>(seg);
   }
+  const auto segments =  // the core may run again in backward
+      std::make_shared<const VarlenSegments>(slots > 1 ? with_query_slots(seg, slots, x_q.device()) : seg);
   // The segments' keys and values are kv's rows, or its rows kv_rows (attention_core.h).
   Prelude core = core_prelude(
       [H, segments, dropout, qk_norm, kv, kv_rows](const torch::Tensor& q) {

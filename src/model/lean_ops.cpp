@@ -255,8 +255,7 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
     if (l.lean && l.pre.rerun) {
       const GeneratorStatesGuard put_back(x.device());
       if (!l.first_run.empty()) l.first_run.front().restore();
-      rerun = l.pre.rerun_kept && !l.kept.empty() ? l.pre.rerun_kept(x_kept.detach(), l.kept)
-                                                  : l.pre.rerun(x_kept.detach());
+      rerun = l.pre.rerun_kept ? l.pre.rerun_kept(x_kept.detach(), l.kept) : l.pre.rerun(x_kept.detach());
       h = rerun.h;
     } else if (l.lean && l.pre.fn) {
       x = x_kept.detach();

@@ -46,7 +46,8 @@ struct Prelude {
   // Optional, with rerun: fn that also gives what a rerun may take from
   // this run instead of computing it again (a layer norm's row statistics,
   // layer_norm_again.h), and the rerun that takes it. A lean product keeps
-  // what keeping gave until its backward, which calls rerun_kept with it.
+  // what keeping gave until its backward, which calls rerun_kept with it
+  // (empty where keeping left nothing, as rerun would run).
   std::function<torch::Tensor(const torch::Tensor& x, std::vector<torch::Tensor>& kept)> keeping;
   std::function<PreludeRun(const torch::Tensor& x, const std::vector<torch::Tensor>& kept)> rerun_kept;
   // Optional, instead of rerun, where pre's run and its vjp fuse (the
