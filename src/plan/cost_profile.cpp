@@ -10,8 +10,11 @@
 
 namespace wg {
 
+double PlanProbe::now_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 namespace {
-using Clock = std::chrono::steady_clock;
 
 // Per key: bytes held after the piece minus before it, summed over the
 // piece's calls in one forward (pred/head runs once per stream).
@@ -20,11 +23,11 @@ class Recorder : public PieceObserver {
   explicit Recorder(const PlanProbe& probe) : probe_(probe) {}
   void before(const PieceKey&) override {
     start_bytes_ = probe_.current_bytes();
-    start_ = Clock::now();
+    start_ = probe_.now_seconds();
   }
   void after(const PieceKey& key, const PieceOutput& out) override {
     auto& e = entries[key.str()];
-    e.seconds += std::chrono::duration<double>(Clock::now() - start_).count();
+    e.seconds += probe_.now_seconds() - start_;
     e.retained += probe_.current_bytes() - start_bytes_;
     const int64_t x = out.bytes();
     e.output += x;
@@ -50,7 +53,7 @@ class Recorder : public PieceObserver {
  private:
   const PlanProbe& probe_;
   int64_t start_bytes_ = 0;
-  Clock::time_point start_;
+  double start_ = 0;
 };
 
 RecomputePlan all_set(RecomputePlan p, PieceMode mode) {
@@ -68,9 +71,9 @@ double median(std::vector<double> v) {
 // One probe under `plan`, timed as a whole; its peak in `peak`.
 double timed_probe(PlanProbe& probe, const RecomputePlan& plan, PieceObserver* observer, int64_t& peak) {
   probe.set_plan(plan);
-  const auto start = Clock::now();
+  const double start = probe.now_seconds();
   peak = probe.probe(observer);
-  return std::chrono::duration<double>(Clock::now() - start).count();
+  return probe.now_seconds() - start;
 }
 }  // namespace
 

@@ -44,6 +44,11 @@ class PlanProbe {
   virtual double lean_share(const PieceKey& key) const = 0;
   virtual int64_t current_bytes() const = 0;      // held now on the device
   virtual int64_t steady_base_bytes() const = 0;  // held at a step's start once training runs
+  // The clock that times the probes and their pieces, in seconds: the
+  // steady clock. (A made-up probe in the tests keeps its own time, so
+  // that what the planner decides from the times does not depend on the
+  // machine's load.)
+  virtual double now_seconds() const;
 };
 
 // Puts the probe's plan back however the scope ends.
