@@ -111,7 +111,9 @@ const char* kCppActivationPeakMethod =
     "profiled steps (those of cpp_step_peak_bytes), "
     "every parameter's gradient set to zeros first (backward adds into them in place), then forward, loss and "
     "backward; the peak above what was held when the forward began, max over the batches: activations and "
-    "backward's temporaries, without the gradients a step from none allocates as it goes";
+    "backward's temporaries, without the gradients a step from none allocates as it goes; "
+    "cpp_activation_forward_end_bytes: on that batch, what was held above the same start once the loss was made, "
+    "before backward (the forward's kept tensors and the loss's)";
 
 struct Mode {
   const char* name;  // as reported, and the twin's --modes item
@@ -291,15 +293,21 @@ json cpp_phases(const Config& base, const torch::Device& device, const Mode& mod
 // the activations and backward's temporaries, and not the gradients that a
 // step from none allocates as it goes (the step peak counts those). The
 // highest over `batches` (the profiled steps' batches, as the step peak),
-// after `warmup` ordinary steps.
-int64_t cpp_activation_peak(const Config& base, const torch::Device& device, const Mode& mode,
-                            const std::vector<BuiltBatch>& batches,
-                            const std::vector<std::pair<std::string, torch::Tensor>>& weights, int warmup) {
+// after `warmup` ordinary steps; with what that batch held when its loss
+// was made, before backward: the forward's kept tensors, the loss's
+// included. Where the two are close, the peak is what forward keeps; where
+// the peak is well above it, a backward's temporaries.
+struct ActivationPeak {
+  int64_t peak = -1, forward_end = -1;  // bytes above the step's start
+};
+ActivationPeak cpp_activation_peak(const Config& base, const torch::Device& device, const Mode& mode,
+                                   const std::vector<BuiltBatch>& batches,
+                                   const std::vector<std::pair<std::string, torch::Tensor>>& weights, int warmup) {
   const std::unique_ptr<Trainer> trainer = mode_trainer(base, mode, device, weights);
   Trainer& t = *trainer;
   for (int k = 0; k < warmup; ++k) t.step_on(batches[size_t(k) % batches.size()], k);
   const std::string dev = device.str();  // "cpu" or "cuda:N"
-  int64_t peak = 0;
+  ActivationPeak highest;
   for (const BuiltBatch& batch : batches) {
     t.optimizer().clear_gradients();
     for (auto& p : t.model()->parameters()) p.mutable_grad() = torch::zeros_like(p);
@@ -308,13 +316,16 @@ int64_t cpp_activation_peak(const Config& base, const torch::Device& device, con
     const int64_t start = memory_snapshot(dev).current_bytes;
     reset_peak_memory(dev);
     torch::Tensor loss = t.training_loss(input);
+    wait_for(device);
+    const int64_t forward_end = memory_snapshot(dev).current_bytes - start;
     if (loss.defined()) loss.backward();
     loss = torch::Tensor();
     wait_for(device);
-    peak = std::max(peak, memory_snapshot(dev).peak_bytes - start);
+    const int64_t peak = memory_snapshot(dev).peak_bytes - start;
+    if (peak > highest.peak) highest = {peak, forward_end};
   }
   t.optimizer().clear_gradients();
-  return peak;
+  return highest;
 }
 
 // Bytes each piece leaves held after its forward (what it keeps for
@@ -672,14 +683,14 @@ int main(int argc, char** argv) {
   if (breakdown && run_cpp_side)
     for (size_t i = 0; i < nm; ++i)
       cpp_phase[i] = cpp_phases(base, device, kModes[i], batches, weights, warmup, steps * rounds);
-  std::vector<int64_t> cpp_act_peak(nm, -1);  // each mode's activation peak (gradients held from the start)
+  std::vector<ActivationPeak> cpp_act(nm);  // each mode's activation peak (gradients held from the start)
   const bool act_peaks = run_cpp_side && !no_activation_peaks && profiled > 0;
   if (act_peaks) {
     std::vector<BuiltBatch> profiled_batches;  // those of the step peak: steps W+N … W+N+P-1
     for (int k = warmup + steps; k < warmup + steps + std::min<int>(profiled, int(batches.size())); ++k)
       profiled_batches.push_back(batches[size_t(k) % batches.size()]);
     for (size_t i = 0; i < nm; ++i)
-      cpp_act_peak[i] = cpp_activation_peak(base, device, kModes[i], profiled_batches, weights, warmup);
+      cpp_act[i] = cpp_activation_peak(base, device, kModes[i], profiled_batches, weights, warmup);
   }
   if (!trace.empty() && run_cpp_side) {  // the first mode: 3 steps to warm up, then 5 traced
     const Mode& m = kModes[0];
@@ -746,7 +757,8 @@ int main(int argc, char** argv) {
               {"cpp_steps_per_second", run_cpp_side ? json(1 / tc) : json(nullptr)},
               {"cpp_step_peak_bytes", run_cpp_side ? json(cpp_peak[i]) : json(nullptr)},
               {"cpp_step_peak_bytes_max_timed_steps", cpp_peak_timed[i]},
-              {"cpp_activation_peak_bytes", act_peaks ? json(cpp_act_peak[i]) : json(nullptr)},
+              {"cpp_activation_peak_bytes", act_peaks ? json(cpp_act[i].peak) : json(nullptr)},
+              {"cpp_activation_forward_end_bytes", act_peaks ? json(cpp_act[i].forward_end) : json(nullptr)},
               {"cpp_step_seconds", cpp_sec[i]},
               {"cpp_model_flops_per_step_median", median(cpp_flops[i])},
               {"cpp_model_flops_per_second", cpp_rate[i]},
@@ -792,7 +804,7 @@ int main(int argc, char** argv) {
     for (size_t i = 1; i < nm; ++i) {
       const double time_ratio = median(cpp_sec[i]) / t_none;
       const double peak_cut = 1.0 - double(cpp_peak[i]) / double(std::max<int64_t>(cpp_peak[0], 1));
-      const double act_cut = 1.0 - double(cpp_act_peak[i]) / double(std::max<int64_t>(cpp_act_peak[0], 1));
+      const double act_cut = 1.0 - double(cpp_act[i].peak) / double(std::max<int64_t>(cpp_act[0].peak, 1));
       cost[kModes[i].name] = {{"step_time_over_none", time_ratio},
                               {"peak_cut_from_none", profiled > 0 ? json(peak_cut) : json(nullptr)},
                               {"activation_peak_cut_from_none", act_peaks ? json(act_cut) : json(nullptr)}};
@@ -810,6 +822,13 @@ int main(int argc, char** argv) {
     }
     std::printf("C++ against its own none: %s (targets: full <= 1.3x; selective <= 1.1x cutting >= 50 %%)\n",
                 line.c_str());
+  }
+  if (act_peaks) {
+    std::printf("C++ activation peaks, MiB (held at the end of forward):");
+    for (size_t i = 0; i < nm; ++i)
+      std::printf("%s %s %.2f (%.2f)", i > 0 ? ";" : "", kModes[i].name, double(cpp_act[i].peak) / kMiB,
+                  double(cpp_act[i].forward_end) / kMiB);
+    std::printf("\n");
   }
   const std::string load_end = loadavg();
   std::printf("load average at the start %s, at the end %s\n", load_start.c_str(), load_end.c_str());
