@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "wg/dist/communicator.h"
@@ -71,7 +72,11 @@ class GradSync {
   std::vector<torch::Tensor> params_;
   std::vector<std::pair<size_t, size_t>> where_;  // param -> (bucket, slot)
   std::vector<Bucket> buckets_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive for the hooks
+  // The parameters' gradient accumulators, kept alive for the hooks: as
+  // grad_accumulator gives them (a shared_ptr up to LibTorch 2.11; later
+  // releases make Node intrusive).
+  using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
+  std::vector<AccumulatorPtr> accumulators_;
   Communicator& comm_;
   bool overlap_;
   GradSyncStats stats_;
