@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 
+#include "../common/thread_count.h"
 #include "wg/model/attention_core.h"
 #include "wg/util/blas.h"
 
@@ -112,17 +113,13 @@ TEST(AttentionCore, TheSameResultOnOneThreadAsOnTwo) {
   torch::manual_seed(4);
   const torch::Tensor q = torch::randn({total(lens), 2, 8}), k = torch::randn({total(lens), 2, 8}),
                       v = torch::randn({total(lens), 2, 8}), g = torch::randn({total(lens), 2, 8});
-  const int threads = at::get_num_threads();
   for (const QkNorm norm : {QkNorm{}, QkNorm{1e-5}}) {  // with the q/k norm: normed in the tiles, on either thread
     SCOPED_TRACE(norm.eps);
-    std::vector<Grads> runs;
-    for (const int n : {1, 2}) {
-      at::set_num_threads(n);
+    const std::vector<Grads> runs = testing::on_each_thread_count({1, 2}, [&] {
       torch::manual_seed(9);  // the same dropout seed
-      runs.push_back(
-          run([&](auto& a, auto& b, auto& c) { return varlen_attention(a, b, c, seg, 0.3, true, norm); }, q, k, v, g));
-    }
-    at::set_num_threads(threads);
+      return run([&](auto& a, auto& b, auto& c) { return varlen_attention(a, b, c, seg, 0.3, true, norm); }, q, k, v,
+                 g);
+    });
     EXPECT_TRUE(torch::equal(runs[0].out, runs[1].out));
     EXPECT_TRUE(torch::equal(runs[0].dq, runs[1].dq));
     EXPECT_TRUE(torch::equal(runs[0].dk, runs[1].dk));
@@ -235,10 +232,9 @@ TEST(AttentionCore, GatheredKeysJointPassRangeByRange) {
   const torch::Tensor q0 = torch::randn({total(lq), inner}), kv0 = torch::randn({sources, 2 * inner}),
                       kv_rows = torch::randint(sources, {total(lk)}, torch::kInt64);
   const QkNorm norm{1e-5};
-  const int threads = at::get_num_threads();
   for (const auto& [n, dropout] : std::vector<std::pair<int, double>>{{1, 0.0}, {1, 0.2}, {2, 0.0}, {2, 0.2}}) {
     // on 2 threads, the problem alone in its range must see BLAS as in the forward, among all
-    at::set_num_threads(n);
+    const testing::ThreadCount scoped(n);
     SCOPED_TRACE(std::to_string(n) + " threads, dropout " + std::to_string(dropout));
     std::vector<std::vector<torch::Tensor>> runs;  // output, d_q, d_kv: gathered in the core, gathered first
     for (const bool first : {false, true}) {
@@ -262,16 +258,12 @@ TEST(AttentionCore, GatheredKeysJointPassRangeByRange) {
     if (dropout > 0) continue;
     for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::allclose(runs[0][i], runs[1][i], 1e-5, 1e-6)) << i;
   }
-  at::set_num_threads(threads);
   {  // the joint pass gives the same bits on one thread as on two
     const torch::Tensor d_out = torch::randn({total(lq), H, dh});
-    std::vector<CoreJoint> runs;
-    for (const int n : {1, 2}) {
-      at::set_num_threads(n);
+    const std::vector<CoreJoint> runs = testing::on_each_thread_count({1, 2}, [&] {
       torch::manual_seed(78);
-      runs.push_back(varlen_attention_joint(Projections::cross(q0, kv0, H, kv_rows), seg, 0.2, norm, d_out));
-    }
-    at::set_num_threads(threads);
+      return varlen_attention_joint(Projections::cross(q0, kv0, H, kv_rows), seg, 0.2, norm, d_out);
+    });
     EXPECT_TRUE(torch::equal(runs[0].out, runs[1].out) && torch::equal(runs[0].d_q, runs[1].d_q) &&
                 torch::equal(runs[0].d_kv, runs[1].d_kv));
   }

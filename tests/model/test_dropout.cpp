@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "../common/thread_count.h"
 #include "wg/model/dropout.h"
 #include "wg/util/generator_state.h"
 #include "wg/util/memory.h"
@@ -32,14 +33,10 @@ TEST(Dropout, KeepsEachElementWithProbabilityOneMinusP) {
 
 TEST(Dropout, TheMaskDependsOnTheSeedNotOnTheThreads) {
   const torch::Tensor x = torch::randn({300, 1000});
-  const int threads = at::get_num_threads();
-  std::vector<torch::Tensor> out;
-  for (const int n : {1, 2, 4}) {
-    at::set_num_threads(n);
+  const std::vector<torch::Tensor> out = testing::on_each_thread_count({1, 2, 4}, [&] {
     torch::manual_seed(7);
-    out.push_back(wg::dropout(x, 0.2, true));
-  }
-  at::set_num_threads(threads);
+    return wg::dropout(x, 0.2, true);
+  });
   EXPECT_TRUE(torch::equal(out[0], out[1]));
   EXPECT_TRUE(torch::equal(out[0], out[2]));
   torch::manual_seed(7);

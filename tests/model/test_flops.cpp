@@ -9,6 +9,7 @@
 #include <functional>
 #include <tuple>
 
+#include "../common/thread_count.h"
 #include "../common/tiny_config.h"
 #include "wg/config/recompute_sections.h"
 #include "wg/data/dataset.h"
@@ -245,11 +246,11 @@ TEST(Flops, EqualTheProfilersCountOfARealForward) {
     torch::manual_seed(c.seed);
     WeatherModel model(options);
     const ModelBatch batch = to_model_batch(data.batch(0), torch::kCPU);
-    const int threads = at::get_num_threads();
-    at::set_num_threads(1);  // the profiler records the calling thread
     torch::NoGradGuard no_grad;
-    const double profiled = profiled_matmul_flops([&] { model->forward(batch); });
-    at::set_num_threads(threads);
+    const double profiled = [&] {
+      const testing::ThreadCount one(1);  // the profiler records the calling thread
+      return profiled_matmul_flops([&] { model->forward(batch); });
+    }();
     const ModelFlops counted = model_flops(options, flop_shape(batch), CoreKernel::Cpu);
     EXPECT_EQ(batch.num_target_steps(), variant == 1 ? 3 : 1);
     EXPECT_GT(counted.forward(), 1e6);
@@ -281,8 +282,7 @@ TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
         if (p.defined()) loss = loss + p.sum();
     loss.backward();
   };
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);  // the profiler records the calling thread, which runs a CPU backward
+  const testing::ThreadCount one(1);  // the profiler records the calling thread, which runs a CPU backward
   const double nothing_again = profiled_matmul_flops(step);
   RecomputePlan plan(model->piece_keys());
   for (int i = 0; i < plan.pieces_total(); ++i) plan.set(size_t(i), true);
@@ -296,7 +296,6 @@ TEST(Flops, ARecomputationRunsAgainWhatTheCountSays) {
   RecomputePlan lean = resolve_plan(selective);
   model->set_plan(lean);
   const double lean_again = profiled_matmul_flops(step);
-  at::set_num_threads(threads);
   const ModelFlops counted = model_flops(options, flop_shape(batch), CoreKernel::Cpu);
   double last_products = 0;
   for (const PieceFlops& p : counted.pieces) last_products += p.last_product;
@@ -363,8 +362,7 @@ TEST(Flops, ALeanOrRecomputedCoreRunsAgainItsOutputProductOnly) {
       {"query slots", xs, [&](const torch::Tensor& t, Saving s) { return sliced->forward(t, kv, one_row, {}, s); },
        4.0 * (rows / len) * 2 * kv_len * d, 2.0 * (rows / len) * 2 * d * d + 2.0 * kv_rows * kv_dim * 2 * d},
   };
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);  // the profiler records the calling thread
+  const testing::ThreadCount one(1);  // the profiler records the calling thread
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const auto profiled = [&](bool recompute, Saving s) {
@@ -381,7 +379,6 @@ TEST(Flops, ALeanOrRecomputedCoreRunsAgainItsOutputProductOnly) {
     EXPECT_NEAR(lean - all, 0.5 * c.core, 1e-6 * c.core);
     EXPECT_NEAR(again - all, c.rerun_projections + 0.5 * c.core, 1e-6 * c.core);
   }
-  at::set_num_threads(threads);
 }
 
 }  // namespace

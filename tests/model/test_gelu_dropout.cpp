@@ -7,6 +7,7 @@
 
 #include <limits>
 
+#include "../common/thread_count.h"
 #include "wg/model/dropout.h"
 #include "wg/model/gelu_dropout.h"
 
@@ -90,17 +91,12 @@ TEST(GeluDropout, BackwardInPlaceEqualsOutOfPlaceAndLeavesTheGradientAlone) {
 
 TEST(GeluDropout, TheResultDoesNotDependOnTheThreads) {
   const torch::Tensor x = arguments(torch::kFloat), dh = torch::randn_like(x);
-  const int threads = at::get_num_threads();
-  std::vector<torch::Tensor> h, g;
-  for (const int n : {1, 2, 3}) {
-    at::set_num_threads(n);
-    h.push_back(gelu_dropout_forward(x, 21, 0.1));
-    g.push_back(gelu_dropout_backward(dh, x, 21, 0.1, torch::empty_like(x)));
-  }
-  at::set_num_threads(threads);
-  for (size_t i = 1; i < h.size(); ++i) {
-    EXPECT_TRUE(torch::equal(h[i], h[0]));
-    EXPECT_TRUE(torch::equal(g[i], g[0]));
+  const auto runs = testing::on_each_thread_count({1, 2, 3}, [&] {
+    return std::pair{gelu_dropout_forward(x, 21, 0.1), gelu_dropout_backward(dh, x, 21, 0.1, torch::empty_like(x))};
+  });
+  for (size_t i = 1; i < runs.size(); ++i) {
+    EXPECT_TRUE(torch::equal(runs[i].first, runs[0].first));
+    EXPECT_TRUE(torch::equal(runs[i].second, runs[0].second));
   }
 }
 

@@ -6,10 +6,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <ATen/Parallel.h>
-
 #include <vector>
 
+#include "../common/thread_count.h"
 #include "wg/model/grouped_rows.h"
 #include "wg/model/lean_ops.h"
 
@@ -43,7 +42,7 @@ TEST(GroupedRows, EqualOneProductPerGroup) {
   torch::manual_seed(4);
   for (const Case c :
        {Case{7, 5, 16, 3, true}, Case{3, 79, 13, 1, false}, Case{0, 4, 8, 2, true}, Case{40, 3, 256, 32, true}}) {
-    SCOPED_TRACE(testing::Message() << "n " << c.n << " groups " << c.groups << " in " << c.in << " out " << c.out);
+    SCOPED_TRACE(::testing::Message() << "n " << c.n << " groups " << c.groups << " in " << c.in << " out " << c.out);
     const auto opt = torch::TensorOptions().dtype(torch::kFloat64);
     const torch::Tensor x = torch::randn({c.n, c.groups, c.in}, opt), w = torch::randn({c.groups, c.out, c.in}, opt),
                         b = c.bias ? torch::randn({c.groups, c.out}, opt) : torch::Tensor(),
@@ -69,13 +68,8 @@ TEST(GroupedRows, TheBitsDoNotDependOnTheThreadCount) {
   torch::manual_seed(6);
   const torch::Tensor x = torch::randn({301, 79, 256}), w = torch::randn({79, 3, 256}), b = torch::randn({79, 3}),
                       dy = torch::randn({301, 79, 3});
-  const int before = at::get_num_threads();
-  at::set_num_threads(1);
-  const std::vector<torch::Tensor> one = run_kernels(x, w, b, dy);
-  at::set_num_threads(2);
-  const std::vector<torch::Tensor> two = run_kernels(x, w, b, dy);
-  at::set_num_threads(before);
-  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << "result " << i;
+  const auto runs = testing::on_each_thread_count({1, 2}, [&] { return run_kernels(x, w, b, dy); });
+  for (size_t i = 0; i < runs[0].size(); ++i) EXPECT_TRUE(torch::equal(runs[0][i], runs[1][i])) << "result " << i;
 }
 
 // grouped_linear: few outputs a group on rows in place (its output the
@@ -87,7 +81,7 @@ TEST(GroupedRows, GroupedLinearTakesRowsForFewOutputsAndABatchedProductForMore) 
   torch::manual_seed(9);
   for (const auto dtype : {torch::kFloat64, torch::kFloat32})
     for (const int64_t out : {3, 40}) {
-      SCOPED_TRACE(testing::Message() << dtype << ", " << out << " outputs");
+      SCOPED_TRACE(::testing::Message() << dtype << ", " << out << " outputs");
       const int64_t N = 6, G = 5, in = 24;
       const double tol = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
       const auto leaf = [&](std::vector<int64_t> s) { return torch::randn(s, dtype).requires_grad_(true); };

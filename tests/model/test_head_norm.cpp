@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "../common/thread_count.h"
 #include "wg/model/head_norm.h"
 
 namespace wg {
@@ -83,17 +84,13 @@ TEST(HeadNorm, TheSameBitsOnOneThreadAsOnTwo) {
   torch::manual_seed(22);
   const Case c{4000, 4, 32, 128, 384};
   const torch::Tensor x = torch::randn({c.rows, c.width}), dy = torch::randn({c.rows, c.heads, c.dh});
-  const int threads = at::get_num_threads();
-  std::vector<torch::Tensor> runs;
-  for (const int n : {1, 2}) {
-    at::set_num_threads(n);
+  const auto runs = testing::on_each_thread_count({1, 2}, [&] {
     const auto [y, rstd] = forward(x, c, 1e-6);
     torch::Tensor dx = torch::zeros({c.rows, c.width});
     backward(dy, y, rstd, c, dx);
-    runs.insert(runs.end(), {y, rstd, dx});
-  }
-  at::set_num_threads(threads);
-  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(runs[i], runs[i + 3])) << i;
+    return std::vector<torch::Tensor>{y, rstd, dx};
+  });
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(runs[0][i], runs[1][i])) << i;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "../common/thread_count.h"
 #include "wg/model/layer_norm_again.h"
 
 namespace wg {
@@ -16,7 +17,7 @@ TEST(LayerNormAgain, GivesNativeLayerNormsOutputFromItsStatistics) {
   std::cout << "layer_norm_again gives native_layer_norm's bits here: " << (bits ? "yes" : "no") << "\n";
   for (const int64_t d : {1, 3, 8, 31, 32, 64, 100, 128, 257, 512}) {
     for (const bool affine : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "width " << d << (affine ? ", affine" : ""));
+      SCOPED_TRACE(::testing::Message() << "width " << d << (affine ? ", affine" : ""));
       const torch::Tensor x = torch::randn({3, 401, d}) * 5 - 2;
       const torch::Tensor w = affine ? torch::randn({d}) : torch::Tensor(),
                           b = affine ? torch::randn({d}) : torch::Tensor();
@@ -31,13 +32,8 @@ TEST(LayerNormAgain, GivesNativeLayerNormsOutputFromItsStatistics) {
 TEST(LayerNormAgain, TheResultDoesNotDependOnTheThreads) {
   const torch::Tensor x = torch::randn({1000, 48}), w = torch::randn({48}), b = torch::randn({48});
   const auto [y, mean, rstd] = at::native_layer_norm(x, {48}, w, b, 1e-5);
-  const int threads = at::get_num_threads();
-  std::vector<torch::Tensor> out;
-  for (const int n : {1, 2, 3}) {
-    at::set_num_threads(n);
-    out.push_back(layer_norm_again(x, mean, rstd, w, b));
-  }
-  at::set_num_threads(threads);
+  const std::vector<torch::Tensor> out =
+      testing::on_each_thread_count({1, 2, 3}, [&] { return layer_norm_again(x, mean, rstd, w, b); });
   for (size_t i = 1; i < out.size(); ++i) EXPECT_TRUE(torch::equal(out[i], out[0]));
 }
 

@@ -6,6 +6,7 @@
 
 #include <limits>
 
+#include "../common/thread_count.h"
 #include "wg/model/silu.h"
 
 namespace wg {
@@ -74,23 +75,19 @@ TEST(Silu, BackwardInPlaceEqualsOutOfPlaceAndLeavesTheGradientAlone) {
 // runs the kernel again in backward on other ranges than its forward.
 TEST(Silu, TheResultDoesNotDependOnTheThreadsOrTheOffset) {
   const torch::Tensor x = arguments(torch::kFloat), dh = torch::randn_like(x);
-  const int threads = at::get_num_threads();
-  std::vector<torch::Tensor> h, g;
-  for (const int n : {1, 2, 3}) {
-    at::set_num_threads(n);
-    h.push_back(silu_forward(x));
-    g.push_back(silu_backward(dh, x, torch::empty_like(x)));
+  const auto runs = testing::on_each_thread_count({1, 2, 3}, [&] {
+    return std::pair{silu_forward(x), silu_backward(dh, x, torch::empty_like(x))};
+  });
+  for (size_t i = 1; i < runs.size(); ++i) {
+    EXPECT_TRUE(torch::equal(runs[i].first, runs[0].first));
+    EXPECT_TRUE(torch::equal(runs[i].second, runs[0].second));
   }
-  at::set_num_threads(threads);
-  for (size_t i = 1; i < h.size(); ++i) {
-    EXPECT_TRUE(torch::equal(h[i], h[0]));
-    EXPECT_TRUE(torch::equal(g[i], g[0]));
-  }
+  const torch::Tensor &h0 = runs[0].first, &g0 = runs[0].second;
   for (const int64_t offset : {1, 3, 7}) {
     SCOPED_TRACE(offset);
     const torch::Tensor xs = x.narrow(0, offset, 1001).contiguous(), ds = dh.narrow(0, offset, 1001).contiguous();
-    EXPECT_TRUE(torch::equal(silu_forward(xs), h[0].narrow(0, offset, 1001)));
-    EXPECT_TRUE(torch::equal(silu_backward(ds, xs, torch::empty_like(xs)), g[0].narrow(0, offset, 1001)));
+    EXPECT_TRUE(torch::equal(silu_forward(xs), h0.narrow(0, offset, 1001)));
+    EXPECT_TRUE(torch::equal(silu_backward(ds, xs, torch::empty_like(xs)), g0.narrow(0, offset, 1001)));
   }
 }
 

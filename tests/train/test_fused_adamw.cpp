@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "../common/thread_count.h"
 #include "wg/train/fused_adamw.h"
 #include "wg/util/optimizer_state_key.h"
 
@@ -89,14 +90,16 @@ TEST(FusedAdamW, EqualsTorchsAdamWWithinFloatRounding) {
 
 TEST(FusedAdamW, OneThreadGivesWhatTwoGive) {
   const auto init = make_params();
-  const int threads = at::get_num_threads();
   auto one = clone(init), two = clone(init);
   FusedAdamW a(one, options()), b(two, options());
-  at::set_num_threads(1);
-  train(a, one);
-  at::set_num_threads(2);
-  train(b, two);
-  at::set_num_threads(threads);
+  {
+    const testing::ThreadCount scoped(1);
+    train(a, one);
+  }
+  {
+    const testing::ThreadCount scoped(2);
+    train(b, two);
+  }
   for (size_t i = 0; i < init.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << "parameter " << i;
 }
 
