@@ -80,7 +80,7 @@ fi
 if [[ $build == 1 ]]; then
   log "configure (LibTorch: $torch_prefix; NCCL: ${nccl_dir:-toolkit})"
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DWG_ONEDNN_SGEMM=OFF "${nccl_args[@]}" > "$out/build.log" 2>&1 ||
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DWG_ONEDNN_SGEMM=OFF -DWG_PRECOMPILE_TORCH=OFF "${nccl_args[@]}" > "$out/build.log" 2>&1 ||
     { tail -40 "$out/build.log"; echo "configure failed (full log: $out/build.log)"; exit 1; }
   log "build"
   cmake --build build-gpu -j "$(nproc)" --target wgtrain wg_tests_model wg_tests_dist >> "$out/build.log" 2>&1 ||
