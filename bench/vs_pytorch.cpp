@@ -270,7 +270,7 @@ int main(int argc, char** argv) {
   base.validate_with_ema = false;  // the twin keeps no weight average
   base.loader_num_workers = 0;     // step_on takes its batch; no loader threads
   RunFacts f;
-  f.keeps_freed = bench::trainer_cpu_setup(base, o.threads);  // as wgtrain (the twin: PyTorch's defaults)
+  const bool keeps_freed = bench::trainer_cpu_setup(base, o.threads);  // as wgtrain (the twin: PyTorch's defaults)
 
   // ---- shared inputs: K step dumps (weights, tables, batches), the per-step lr and β1
   const fs::path out_path(o.out);
@@ -315,7 +315,7 @@ int main(int argc, char** argv) {
   std::printf(
       "vs_pytorch: C++ keeps %s of freed memory for the next step (cpu_keep_freed_mib, as wgtrain); the twin "
       "runs with PyTorch's defaults\n",
-      f.keeps_freed ? (std::to_string(base.cpu_keep_freed_mib) + " MiB").c_str() : "none (the C library refused)");
+      keeps_freed ? (std::to_string(base.cpu_keep_freed_mib) + " MiB").c_str() : "none (the C library refused)");
   std::fflush(stdout);
 
   f.parity = nullptr;
@@ -364,14 +364,10 @@ int main(int argc, char** argv) {
   f.config_files = o.sources.files;
   f.overrides = o.sources.overrides;
   f.parameters = in.parameters;
-  f.threads = o.threads;
   f.batch_size = base.batch_size_per_gpu;
-  f.keep_freed_mib = base.cpu_keep_freed_mib;
+  f.keep_freed_mib = keeps_freed ? base.cpu_keep_freed_mib : 0;
   f.device = ref_device;
-  f.cuda = cuda;
   f.side = o.side;
-  f.run_cpp = run_cpp_side;
-  f.run_twin = run_twin_side;
   f.breakdown = o.breakdown;
   f.load_end = loadavg();
   f.rounds = o.rounds;

@@ -44,7 +44,7 @@ json mode_table(const std::vector<ModeResult>& results, const RunFacts& f, const
   for (size_t i = 0; i < results.size(); ++i) {
     const ModeResult& r = results[i];
     const double tc = median(r.cpp_seconds), tt = median(r.torch_seconds);
-    const bool both = f.run_cpp && f.run_twin && !r.mode.configured;
+    const bool both = f.run_cpp() && f.run_twin() && !r.mode.configured;
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const double speedup = both ? tt / tc : nan,
                  peak_ratio = both ? double(r.cpp_peak) / double(std::max<int64_t>(r.torch_peak, 1)) : nan;
@@ -78,9 +78,9 @@ json mode_table(const std::vector<ModeResult>& results, const RunFacts& f, const
               {"pieces_lean", r.pieces_lean},
               {"torch_pieces_recomputed", r.torch_pieces},
               {"recomputed_pieces_match", r.cpp_keys == r.torch_keys},
-              {"cpp_step_seconds_median", f.run_cpp ? json(tc) : json(nullptr)},
-              {"cpp_steps_per_second", f.run_cpp ? json(1 / tc) : json(nullptr)},
-              {"cpp_step_peak_bytes", f.run_cpp ? json(r.cpp_peak) : json(nullptr)},
+              {"cpp_step_seconds_median", f.run_cpp() ? json(tc) : json(nullptr)},
+              {"cpp_steps_per_second", f.run_cpp() ? json(1 / tc) : json(nullptr)},
+              {"cpp_step_peak_bytes", f.run_cpp() ? json(r.cpp_peak) : json(nullptr)},
               {"cpp_step_peak_bytes_max_timed_steps", r.cpp_peak_timed},
               {"cpp_activation_peak_bytes", f.activation_peaks ? json(r.activation.peak) : json(nullptr)},
               {"cpp_activation_forward_end_bytes", f.activation_peaks ? json(r.activation.forward_end) : json(nullptr)},
@@ -90,16 +90,16 @@ json mode_table(const std::vector<ModeResult>& results, const RunFacts& f, const
               {"cpp_share_of_sgemm_rate", rate[i] / sgemm_rate},
               {"cpp_losses_round1", r.cpp_losses},
               {"cpp_phase_seconds_median", r.cpp_phases},
-              {"torch_step_seconds_median", f.run_twin ? json(tt) : json(nullptr)},
-              {"torch_steps_per_second", f.run_twin ? json(1 / tt) : json(nullptr)},
-              {"torch_step_peak_bytes", f.run_twin ? json(r.torch_peak) : json(nullptr)},
+              {"torch_step_seconds_median", f.run_twin() ? json(tt) : json(nullptr)},
+              {"torch_steps_per_second", f.run_twin() ? json(1 / tt) : json(nullptr)},
+              {"torch_step_peak_bytes", f.run_twin() ? json(r.torch_peak) : json(nullptr)},
               {"torch_step_seconds", r.torch_seconds},
               {"torch_losses_round1", r.torch_losses},
               {"torch_phase_seconds_median", r.torch_phases},
               {"loss_max_relative_difference_first3", loss_diff_3},
               {"speedup_cpp_over_torch", both ? json(speedup) : json(nullptr)},
               {"peak_ratio_cpp_over_torch", both ? json(peak_ratio) : json(nullptr)}};
-    if (f.cuda) {
+    if (f.twin.cuda) {
       m["cpp_peak_reserved_bytes"] = r.cpp_reserved;
       m["torch_peak_reserved_bytes"] = r.torch_reserved;
       m["cpp_mfu"] = rate[i] / f.peak.flops;
@@ -132,7 +132,7 @@ void gpu_table(const std::vector<ModeResult>& results, const RunFacts& f, const 
 // The cost of recomputation on the C++ side: each mode's step time and peak against none's.
 json cost_against_none(const std::vector<ModeResult>& results, const RunFacts& f) {
   json cost = json::object();
-  if (f.run_cpp && is_none(results[0].mode)) {
+  if (f.run_cpp() && is_none(results[0].mode)) {
     const double t_none = median(results[0].cpp_seconds);
     std::string line;
     for (size_t i = 1; i < results.size(); ++i) {
@@ -173,20 +173,20 @@ void print_summary(const std::vector<ModeResult>& results, const RunFacts& f, co
   std::printf("load average at the start %s, at the end %s\n", f.load_start.c_str(), f.load_end.c_str());
   std::printf("%s: %.1f GFLOP/s before the runs, %.1f after\n", f.sgemm_label.c_str(), f.sgemm[0] * 1e-9,
               f.sgemm[1] * 1e-9);
-  if (f.run_cpp && f.run_twin)
+  if (f.run_cpp() && f.run_twin())
     std::printf(
         "targets: C++ >= 1.5x the twin's steps/s in none: %s; >= 1.3x in the other modes: %s; C++ peak <= the "
         "twin's in every mode: %s; model FLOP/s >= 60%% of sgemm in every mode: %s%s\n",
         t.fast_none ? "met" : "NOT met", t.fast_others ? "met" : "NOT met", t.all_small ? "met" : "NOT met",
         t.fast_sgemm ? "met" : "NOT met", t.plans_match ? "" : "; the two sides' recomputed pieces differ");
-  if (f.breakdown && f.run_cpp) {
+  if (f.breakdown && f.run_cpp()) {
     std::printf("C++ phases (median ms): mode       forward+loss backward    clip   AdamW clip+AdamW\n");
     for (const ModeResult& r : results)
       std::printf("                        %-10s %10.2f %8.2f %7s %7s %10.2f  (one fused pass)\n", r.mode.name,
                   r.cpp_phases["forward_loss"].get<double>() * 1e3, r.cpp_phases["backward"].get<double>() * 1e3, "",
                   "", r.cpp_phases["clip_optimizer"].get<double>() * 1e3);
   }
-  if (f.run_twin && !results[0].torch_phases.is_null()) {
+  if (f.run_twin() && !results[0].torch_phases.is_null()) {
     std::printf("twin phases (median ms): mode      forward+loss backward    clip   AdamW clip+AdamW\n");
     for (const ModeResult& r : results)
       if (!r.torch_phases.is_null()) {
@@ -202,26 +202,26 @@ void print_summary(const std::vector<ModeResult>& results, const RunFacts& f, co
 json run_document(const RunFacts& f, const Targets& t, json modes, json cost) {
   const std::string cfg_name = join_files(f.config_files, true);
   const std::string thread_environment =
-      "both processes run with OMP_NUM_THREADS=" + std::to_string(f.threads) +
+      "both processes run with OMP_NUM_THREADS=" + std::to_string(f.twin.threads) +
       (f.twin.blas_omp ? " (the OpenMP OpenBLAS takes these threads on both sides)" : " and OPENBLAS_NUM_THREADS=1") +
       "; intra-op threads set by set_compute_threads (C++) and torch.set_num_threads (twin)";
-  return {{"title", "C++ (LibTorch) vs PyTorch twin, " + cfg_name + ", " + std::to_string(f.threads) +
+  return {{"title", "C++ (LibTorch) vs PyTorch twin, " + cfg_name + ", " + std::to_string(f.twin.threads) +
                         " thread(s), batch " + std::to_string(f.batch_size) + ", " + today()},
           {"benchmark", "vs_pytorch"},
           {"date", today()},
           {"config", join_files(f.config_files, false)},
           {"overrides", f.overrides},
           {"parameters", f.parameters},
-          {"threads", f.threads},
+          {"threads", f.twin.threads},
           {"blas", blas_kind()},
           {"cpp_sgemm", sgemm_provider()},
-          {"cpp_keep_freed_mib", f.keeps_freed ? f.keep_freed_mib : 0},
+          {"cpp_keep_freed_mib", f.keep_freed_mib},
           {"blas_threads", blas_threads()},
           {"thread_environment", thread_environment},
           {"device", f.device},
           {"sgemm_flops_per_second", f.sgemm},
           {"sgemm_method", f.sgemm_label},
-          {"peak_flops", f.cuda ? json(f.peak.flops) : json(nullptr)},
+          {"peak_flops", f.twin.cuda ? json(f.peak.flops) : json(nullptr)},
           {"peak_flops_source", f.peak.source},
           {"model_flops_method",
            "wg/model/flops.h: matrix products of forward, backward (2x forward) and recomputation, "
@@ -284,7 +284,7 @@ void report(const std::vector<ModeResult>& results, const RunFacts& f) {
   const std::vector<double> rate = flop_rates(results);
   Targets t;
   json modes = mode_table(results, f, rate, sgemm_rate, t);
-  if (f.cuda) gpu_table(results, f, rate, modes);
+  if (f.twin.cuda) gpu_table(results, f, rate, modes);
   const json cost = cost_against_none(results, f);
   print_summary(results, f, t);
   const json doc = run_document(f, t, modes, cost);
@@ -294,7 +294,7 @@ void report(const std::vector<ModeResult>& results, const RunFacts& f) {
   std::filesystem::create_directories(out_dir);
   std::ofstream(f.out) << doc.dump(2) << "\n";
   std::printf("wrote %s (dumps and twin outputs in %s)\n", f.out.c_str(), f.work_dir.c_str());
-  if (f.plot && f.run_cpp && f.run_twin) {
+  if (f.plot && f.run_cpp() && f.run_twin()) {
     const std::string png = (out_dir / (out_path.stem().string() + ".png")).string();
     const std::string cmd = "/usr/bin/python3 " + quote(std::string(WG_SOURCE_DIR) + "/bench/plot_vs_pytorch.py") +
                             " --in " + quote(f.out) + " --out " + quote(png);

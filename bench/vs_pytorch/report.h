@@ -18,20 +18,20 @@ namespace wg::bench::vs {
 struct RunFacts {
   std::vector<std::string> config_files, overrides;
   int64_t parameters = 0;
-  int threads = 2, batch_size = 0;
-  bool keeps_freed = false;  // C++ keeps freed memory for the next step
-  int64_t keep_freed_mib = 0;
-  std::string device;  // "cpu" or "cuda:N"
-  bool cuda = false;
-  std::vector<double> sgemm;  // the reference rate before and after the runs
+  int batch_size = 0;
+  int64_t keep_freed_mib = 0;  // freed memory C++ keeps for the next step (0: none)
+  std::string device;          // "cpu" or "cuda:N"
+  std::vector<double> sgemm;   // the reference rate before and after the runs
   std::string sgemm_label;
-  PeakFlops peak;  // the GPU's (MFU); unset on the CPU
-  std::string side;
-  bool run_cpp = true, run_twin = true, breakdown = false, activation_peaks = false;
+  PeakFlops peak;    // the GPU's (MFU); unset on the CPU
+  std::string side;  // both, cpp or twin
+  bool run_cpp() const { return side != "twin"; }
+  bool run_twin() const { return side != "cpp"; }
+  bool breakdown = false, activation_peaks = false;
   std::string load_start, load_end;
   int rounds = 0, warmup = 0, steps = 0, profiled = 0, num_batches = 0;
   std::vector<double> dump_losses;
-  TwinSettings twin;  // the dumps, the optimizer's settings per step
+  TwinSettings twin;  // both sides' threads and device, the dumps, the optimizer's settings per step
   TwinFacts twin_facts;
   json parity;           // the loss-parity run; null when not run
   std::string out;       // the JSON's path
