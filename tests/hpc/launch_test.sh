@@ -54,7 +54,7 @@ serve_on_free_port "$tmp/prometheus.err" prometheus --config.file="$tmp/promethe
 prom_pid=$SERVE_PID prom_port=$SERVE_PORT
 ((rc == 0)) || fail "a) Prometheus was not ready ($(serve_failure "$rc"))"
 timeout 180 sbatch --wait -n 2 --overcommit -o "$tmp/a.log" "$launch" --time 5 --config "$cfg" \
-  --set run_root="$tmp/runs" --set num_mini_epochs=250 --set telemetry.address=127.0.0.1 \
+  --set run_root="$tmp/runs" --set num_mini_epochs=50 --set telemetry.address=127.0.0.1 \
   --set telemetry.file_sd_dir="$tmp/file_sd" >"$tmp/a.out" 2>&1 || rc=$?
 ((rc == 0)) || fail "a) sbatch --wait exited $rc: $(cat "$tmp/a.out")"
 grep -q "2 rank(s)" "$tmp/a.log" || fail "a) the trainer did not run with 2 ranks"
@@ -75,7 +75,7 @@ PY
 echo "ok: a) 2-rank job $ja ran through sbatch --wait, exit 0, run slurm-$ja, config snapshot written, both ranks' metrics in Prometheus"
 
 # ---- b) stop on USR1, requeue, resume; the loss curve equals an uninterrupted run's ----
-long=(--config "$cfg" "${common[@]}" --set num_mini_epochs=150 --set train_log_freq.metrics=1
+long=(--config "$cfg" "${common[@]}" --set num_mini_epochs=60 --set train_log_freq.metrics=1
   --set train_log_freq.terminal=500 --set train_log_freq.checkpoint=100000)
 rc=0
 timeout 180 sbatch --wait -n 2 --overcommit -o "$tmp/ref.log" "$launch" --time 5 --run-id ref "${long[@]}" \

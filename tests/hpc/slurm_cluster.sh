@@ -102,7 +102,11 @@ EnforcePartLimits=ALL
 ReturnToService=2
 SchedulerParameters=sched_interval=1
 # cred_expire (AuthInfo) is also how long a requeued job waits before it may start again (default 120 s).
-MinJobAge=300
+# MinJobAge: sbatch --wait (22.05) first looks after 2 s and quadruples its wait (8, then 32 s
+# at most) while the wait is under MinJobAge / 2. With 300, the default, a 15 s job returned
+# after 42 s; 16 holds the wait at 8 s and keeps a finished job's record at least 16 s, long
+# enough for the tests' scontrol reads.
+MinJobAge=16
 KillWait=5
 JobRequeue=1
 ${node_line} NodeAddr=127.0.0.1 State=UNKNOWN
