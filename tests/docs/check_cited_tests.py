@@ -16,6 +16,9 @@ Cited as:
     those the suite's tests are named under: model, cli, hpc, ...), unless
     it is a key of config/default_config.yml (`telemetry.address`).
 
+Every row of docs/upstream-differences.md's tables cites at least one test
+in its last column (each difference from upstream is recorded with a test).
+
 Known tests: the TEST/TEST_F/TEST_P macros under tests/, and the names
 `ctest -N` lists in the build directory (--build-dir), which hold the tests
 CMake adds itself.
@@ -32,7 +35,7 @@ import subprocess
 import sys
 
 GTEST_MACRO = re.compile(r"^\s*TEST(?:_F|_P)?\(\s*(\w+)\s*,\s*(\w+)\s*\)", re.M)
-CAMEL = r"(?:[A-Z][a-z0-9]+){2,}[A-Za-z0-9]*"
+CAMEL = r"[A-Z][A-Za-z0-9_]*[a-z][A-Za-z0-9_]*"  # CamelCase, lowercase somewhere: not ERA5 or SHUFFLE
 SUITE = r"[A-Z][A-Za-z0-9]+"
 GTEST_IN_MARKDOWN = re.compile(r"`(" + SUITE + r")\.(" + CAMEL + r"\*?|\*)`")
 GTEST_IN_CODE = re.compile(r"\b(" + SUITE + r")\.(" + CAMEL + r"\*?|\*)")
@@ -123,6 +126,14 @@ def main():
                 cited += 1
                 if f"{area}.{rest}" not in ctests:
                     problems.append(f"{f}:{n}: `{area}.{rest}`: ctest -N lists no such test")
+    differences = args.root / "docs" / "upstream-differences.md"
+    if differences.exists():
+        for n, line in enumerate(differences.read_text().split("\n"), 1):
+            cells = line.strip().strip("|").split("|")
+            if not line.startswith("|") or set(line) <= set("|-: ") or cells[-1].strip() == "test":
+                continue
+            if not (GTEST_IN_MARKDOWN.search(cells[-1]) or CTEST_IN_MARKDOWN.search(cells[-1])):
+                problems.append(f"{differences}:{n}: a difference from upstream without a test in its last column")
     for f in sorted({p for g in CODE_GLOBS for p in args.root.glob(g)}):
         for n, comment in comment_lines(f.read_text(errors="replace")):
             for m in GTEST_IN_CODE.finditer(comment):
