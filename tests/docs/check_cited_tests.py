@@ -21,7 +21,8 @@ in its last column (each difference from upstream is recorded with a test).
 
 Known tests: the TEST/TEST_F/TEST_P macros under tests/, and the names
 `ctest -N` lists in the build directory (--build-dir), which hold the tests
-CMake adds itself.
+CMake adds itself; without --build-dir, `area.name` citations are not
+checked.
 
   check_cited_tests.py --root DIR [--build-dir DIR [--ctest CTEST]] [--extra FILE...]
 
@@ -53,7 +54,11 @@ def known_tests(root, build_dir, ctest):
         for m in GTEST_MACRO.finditer(f.read_text(errors="replace")):
             gtests.add(f"{m.group(1)}.{m.group(2)}")
     if build_dir:
-        out = subprocess.run([ctest, "-N"], cwd=build_dir, capture_output=True, text=True, check=True).stdout
+        try:
+            out = subprocess.run([ctest, "-N"], cwd=build_dir, capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as e:
+            print(f"check_cited_tests: '{ctest} -N' in {build_dir} failed: {e}", file=sys.stderr)
+            sys.exit(2)
         for m in re.finditer(r"Test +#\d+: (\S+)", out):
             name = m.group(1)
             (ctests if re.match(r"[a-z]", name) else gtests).add(name.split("/")[-2] if "/" in name else name)
@@ -75,7 +80,7 @@ def config_keys(root):
 
 
 def comment_lines(text):
-    """(line number, text) of each // comment, the rest of the line blanked."""
+    """(line number, the line from its // on) of each line with a // comment."""
     for n, line in enumerate(text.split("\n"), 1):
         i = line.find("//")
         if i >= 0:
