@@ -2,7 +2,6 @@
 // Piece::recompute; forward is one loop over the pieces.
 #include "wg/model/embed_transformer.h"
 
-#include <stdexcept>
 #include <string>
 
 #include "wg/data/tokenizer.h"
@@ -45,15 +44,9 @@ StreamEmbedTransformerImpl::StreamEmbedTransformerImpl(const EmbedOptions& o) : 
   }
   embed = register_module("embed", torch::nn::Linear(o.token_size, o.dim_embed));
   if (o.unembed_mode == "block") {
-    const EmbedReadout widths = embed_readout(o);
+    const EmbedReadout widths = embed_readout(o);  // throws where the channels' slices would be empty
     e_ = int(widths.centroid_width);
     d_c_ = int(widths.per_channel);
-    if (d_c_ < 1)  // a configuration that cannot be built: an error of the run's configuration, not a crash
-      throw std::invalid_argument(
-          "stream '" + o.stream + "': embed.num_tokens (" + std::to_string(o.num_tokens) + ") x ae_local_dim_embed (" +
-          std::to_string(o.dim_out) + ") - embed_size_centroids (" + std::to_string(o.embed_size_centroids) +
-          ") must be at least the stream's " + std::to_string(o.num_channels) +
-          " input features per point (embed_unembed_mode block gives each one a slice); raise ae_local_dim_embed");
     auto unembed = register_module("unembed", torch::nn::ModuleList());
     auto ln_final = register_module("ln_final", torch::nn::ModuleList());
     for (int c = 0; c < o.num_channels; ++c) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace wg {
 
@@ -39,6 +40,12 @@ EmbedReadout embed_readout(const EmbedOptions& o) {
   const int64_t total = int64_t(o.num_tokens) * o.dim_out;
   if (o.unembed_mode != "block") return {o.embed_size_centroids, 0};
   const int64_t e = o.embed_size_centroids + (total - o.embed_size_centroids) % o.num_channels;
+  if ((total - e) / o.num_channels < 1)  // a configuration that cannot be built: an error of the run's configuration
+    throw std::invalid_argument(
+        "stream '" + o.stream + "': embed.num_tokens (" + std::to_string(o.num_tokens) + ") x ae_local_dim_embed (" +
+        std::to_string(o.dim_out) + ") - embed_size_centroids (" + std::to_string(o.embed_size_centroids) +
+        ") must be at least the stream's " + std::to_string(o.num_channels) +
+        " input features per point (embed_unembed_mode block gives each one a slice); raise ae_local_dim_embed");
   return {e, (total - e) / o.num_channels};
 }
 
@@ -76,6 +83,7 @@ ModelOptions model_options(const Config& c, const std::vector<StreamShape>& shap
     e.norm_type = c.norm_type;
     e.embed_size_centroids = c.embed_size_centroids;
     e.unembed_mode = c.embed_unembed_mode;
+    embed_readout(e);  // the read-out's widths fit: checked here, before anything is built
     o.embeds.push_back(e);
   }
 

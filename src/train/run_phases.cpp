@@ -16,6 +16,7 @@
 #include "wg/data/pipeline_error.h"
 #include "wg/dist/devices.h"
 #include "wg/io/weights.h"
+#include "wg/model/model_options.h"
 #include "wg/plan/auto_plan.h"
 #include "wg/telemetry/sinks.h"
 #include "wg/train/run_error.h"
@@ -90,9 +91,13 @@ Dataset open_data(const Config& config, const DistContext& dist) {
   std::optional<Dataset> data;
   try {
     data.emplace(config, dist.rank(), dist.size());
+    // The model's options from the config and the streams' shapes: what
+    // only the data tells (a stream's read-out width) is checked here,
+    // before anything is built and before --print-plan returns.
+    model_options(config, data->stream_shapes());
   } catch (const PipelineError& e) {  // names stream, file and key
     error = std::string("data: ") + e.what();
-  } catch (const std::invalid_argument& e) {  // a world size the configuration cannot use
+  } catch (const std::invalid_argument& e) {  // a world size, or a model, the configuration cannot use
     error = std::string("configuration: ") + e.what();
   }
   const bool failed = !error.empty();
