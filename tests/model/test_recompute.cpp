@@ -2,8 +2,13 @@
 // bit for bit, in every section and mode with dropout on; and it lowers the
 // activation peak by a measured amount.
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
+#include <map>
+#include <string>
+
+#include "../common/thread_count.h"
 #include "../common/tiny_config.h"
 #include "wg/config/recompute_sections.h"
 #include "wg/data/dataset.h"
@@ -294,6 +299,40 @@ TEST(RecomputeMemory, SelectiveMakesTheEmbedInputAgainInsteadOfKeepingIt) {
   ASSERT_EQ(lean.grads.size(), kept.grads.size());
   for (const auto& [name, g] : kept.grads)
     EXPECT_TRUE(torch::equal(g, lean.grads.at(name))) << name;  // the same bits, the input's weight's too
+}
+
+// Under LibTorch's profiler each piece's forward is a range named by its
+// key, and a recomputed piece's second run in backward one named
+// "recompute <key>": a trace shows where each piece's time goes.
+TEST(Recompute, TheProfilerNamesEachPieceAndItsRecomputation) {
+  Config c = tiny_config();
+  Dataset data(c, 0, 1);
+  torch::manual_seed(c.seed);
+  WeatherModel model(model_options(c, data.stream_shapes()));
+  RecomputePlan plan(model->piece_keys());
+  const PieceKey recomputed = *PieceKey::parse("ae_global/block1.mlp");
+  plan.set_mode(recomputed, PieceMode::Recompute);
+  model->set_plan(plan);
+  const ModelBatch in = to_model_batch(data.batch(0), torch::kCPU);
+  const PhysicalLoss loss_fn(c, c.training_loss, data.stream_shapes(), true);
+  std::map<std::string, int> seen;
+  {
+    const testing::ThreadCount one(1);  // the profiler records the calling thread, which runs a CPU backward
+    using namespace torch::autograd::profiler;
+    enableProfilerLegacy(ProfilerConfig(ProfilerState::CPU, false, false, false, false));
+    loss_fn(in, model->forward(in).preds).loss.backward();
+    for (const auto& list : disableProfilerLegacy())
+      for (const LegacyEvent& e : list)
+        if (e.kindStr() == "push") ++seen[e.name()];
+  }
+  // Each piece at least once (the embeds and the aggregation run once a sample).
+  for (const PieceKey& k : model->piece_keys()) EXPECT_GE(seen[k.str()], 1) << k.str();
+  // The recomputed piece runs again once for each run, and nothing else does.
+  int reruns = 0;
+  for (const auto& [name, count] : seen)
+    if (name.rfind("recompute ", 0) == 0) reruns += count;
+  EXPECT_EQ(seen["recompute " + recomputed.str()], seen[recomputed.str()]);
+  EXPECT_EQ(reruns, seen[recomputed.str()]);
 }
 
 }  // namespace

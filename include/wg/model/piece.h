@@ -7,6 +7,7 @@
 // runs them with run_pieces: its one call site of the plan.
 #pragma once
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <functional>
@@ -93,11 +94,16 @@ inline void apply_plan(std::vector<Piece>& pieces, const RecomputePlan& plan) {
 // Runs one piece as its mode says: kept, lean, or recomputed in backward
 // (where its second run, Saving::Rerun, keeps everything it builds, freed
 // at once, and leaves out its last product, whose output backward never reads).
+// Under LibTorch's profiler its second run in backward is a range named
+// "recompute embed.ERA5/block0.attn" (run_pieces names the forward).
 inline torch::Tensor run_one(const Piece& p, const torch::Tensor& x) {
   if (p.mode != PieceMode::Recompute) return p.fn(x, p.mode == PieceMode::Lean ? Saving::Lean : Saving::All);
   return run_piece(
       true, [fn = p.fn](const torch::Tensor& t) { return fn(t, Saving::All); }, x, p.params,
-      [fn = p.fn](const torch::Tensor& t) { return fn(t, Saving::Rerun); });
+      [fn = p.fn, key = p.key](const torch::Tensor& t) {  // a copy: sections build their pieces per forward
+        RECORD_USER_SCOPE("recompute " + key.str());
+        return fn(t, Saving::Rerun);
+      });
 }
 
 // The bytes of the gradients a piece's backward leaves for the optimizer:
@@ -116,6 +122,9 @@ inline int64_t gradient_bytes(const Piece& p) {
 inline torch::Tensor run_pieces(const std::vector<Piece>& pieces, torch::Tensor x, PieceObserver* observer = nullptr) {
   MakeAgain again;  // how to make x again, where the lean piece that gave it said
   for (const Piece& p : pieces) {
+    // Under LibTorch's profiler, a range named by the key ("embed.ERA5/block0.attn"; the
+    // name is made only while a profiler records).
+    RECORD_USER_SCOPE(p.key.str());
     if (observer) observer->before(p.key);
     const bool lean = p.mode == PieceMode::Lean;
     MakeAgain out_again;
