@@ -33,10 +33,13 @@ struct StepResult {
 
 // One forward/backward of the whole model under `gc`, with fixed weights,
 // batch and dropout seed. Forecast mode when `forecast` (one forecast step);
-// `queries` query slots a cell (the adapter's).
-StepResult run_step(const RecomputeConfig& gc, bool forecast = false, int queries = 1) {
+// `queries` query slots a cell (the adapter's); the embeds' read-out
+// `unembed_mode`.
+StepResult run_step(const RecomputeConfig& gc, bool forecast = false, int queries = 1,
+                    const std::string& unembed_mode = "block") {
   Config c = tiny_config();
   c.ae_local_num_queries = queries;
+  c.embed_unembed_mode = unembed_mode;
   if (forecast) {
     c.training_mode = "forecast";
     c.forecast_policy = "fixed";
@@ -143,6 +146,16 @@ TEST(Recompute, TwoQuerySlotsAreBitIdenticalToNone) {
   for (auto mode : {RecomputeMode::Full, RecomputeMode::Selective}) {
     SCOPED_TRACE(recompute_mode_name(mode));
     expect_identical(ref, run_step(every_section(mode), false, 2));
+  }
+}
+
+// The embeds' read-out over all channels at once (embed_unembed_mode full):
+// its one product is the piece's last, left out of a recomputation's rerun.
+TEST(Recompute, FullReadoutIsBitIdenticalToNone) {
+  const StepResult ref = run_step(nothing_recomputed(), false, 1, "full");
+  for (auto mode : {RecomputeMode::Full, RecomputeMode::Selective}) {
+    SCOPED_TRACE(recompute_mode_name(mode));
+    expect_identical(ref, run_step(every_section(mode), false, 1, "full"));
   }
 }
 
