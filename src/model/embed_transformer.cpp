@@ -127,7 +127,7 @@ torch::Tensor StreamEmbedTransformerImpl::readout(const torch::Tensor& x, Saving
     } else {
       norm = layer_norm_prelude(kFullNormEps, param(ln_full_, "weight"), param(ln_full_, "bias"));
     }
-    return output_linear(x.flatten(-2, -1), norm, {unembed_full_->weight}, {unembed_full_->bias}, saving);
+    return fused_linear(x.flatten(-2, -1), norm, {unembed_full_->weight}, {unembed_full_->bias}, saving);
   }
   // Block: channel c's norm and product on x[:, c], all channels at once.
   std::vector<torch::Tensor> norm_w, norm_b, w, b;

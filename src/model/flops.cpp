@@ -87,11 +87,11 @@ void embed(ModelFlops& f, const EmbedOptions& o, int64_t tokens, CoreKernel kern
     add(f, key(PieceKind::Mlp, i), mlp(rows, o.dim_embed, o.dim_embed, 2.0, 0, 0));
   }
   const EmbedReadout r = embed_readout(o);
-  // The read-out's product is its piece's last: a recomputation does not run it again.
-  const double readout = o.unembed_mode == "block" ? linear(rows, o.dim_embed, r.per_channel)
-                                                   : linear(n, int64_t(o.num_channels) * o.dim_embed,
-                                                            int64_t(o.num_tokens) * o.dim_out - r.centroid_width);
-  f.add(key(PieceKind::Readout), readout, readout);
+  if (o.unembed_mode == "block")
+    f.add(key(PieceKind::Readout), linear(rows, o.dim_embed, r.per_channel));
+  else
+    f.add(key(PieceKind::Readout),
+          linear(n, int64_t(o.num_channels) * o.dim_embed, int64_t(o.num_tokens) * o.dim_out - r.centroid_width));
   if (o.embed_size_centroids > 0) f.outside_pieces += linear(n, kCentroidWidth, r.centroid_width);
 }
 

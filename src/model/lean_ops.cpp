@@ -20,9 +20,9 @@
 //   held at once;
 // - lean, backward lets go of pre (its closures hold tensors) once it has
 //   run: a second backward through the same product is refused;
-// - unread (output_linear and grouped_linear under Saving::Rerun):
-//   forward computes no product and returns zeros of its shape; backward,
-//   which never reads the output, is the same. With a joint pre (the attention core) it is
+// - unread (output_linear under Saving::Rerun): forward computes no
+//   product and returns zeros of its shape; backward, which never reads
+//   the output, is the same. With a joint pre (the attention core) it is
 //   lean as well, and its forward does not run pre either: the joint pass
 //   in backward gives h, so a recomputed attention piece runs its core
 //   once, as forward and backward in one pass, instead of a forward and
@@ -119,13 +119,10 @@ torch::Tensor product(const Layout& l, const torch::Tensor& h, const std::vector
 
 // Zeros of the product's shape without computing it: one zero broadcast
 // (no memory of the output's size; what reads it reads zeros).
-torch::Tensor unread_output(const Layout& l, const torch::Tensor& h, const std::vector<torch::Tensor>& weights) {
+torch::Tensor unread_output(const torch::Tensor& h, const std::vector<torch::Tensor>& weights) {
   std::vector<int64_t> shape(h.sizes().begin(), h.sizes().end());
   shape.back() = 0;
-  if (l.grouped)
-    shape.back() = weights.front().size(0);  // [..., G, out]: every group's outputs
-  else
-    for (const torch::Tensor& w : weights) shape.back() += w.size(0);
+  for (const torch::Tensor& w : weights) shape.back() += w.size(0);
   return torch::zeros({1}, h.options()).expand(shape);
 }
 
@@ -213,7 +210,7 @@ struct FusedLinearFunction : public torch::autograd::Function<FusedLinearFunctio
       if (l.pre.draws_random) layout->first_run.push_back(GeneratorStates::capture(x.device()));
       if (!l.unread) h = l.pre.keeping ? l.pre.keeping(x, layout->kept) : l.pre.fn(x);
     }
-    const torch::Tensor y = l.unread ? unread_output(l, h, weights) : product(l, h, weights, biases);
+    const torch::Tensor y = l.unread ? unread_output(h, weights) : product(l, h, weights, biases);
     // Lean with input_again, x is made again in backward: not kept.
     variable_list keep{l.lean && l.pre.input_again ? torch::Tensor() : x};
     if (l.lean) keep.insert(keep.end(), inputs.begin() + 1, inputs.begin() + long(w0));
@@ -425,7 +422,7 @@ void place_adjacent(const std::vector<torch::Tensor>& params) {
 
 torch::Tensor grouped_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                              const std::vector<torch::Tensor>& biases, Saving saving) {
-  return linear_with_prelude("grouped_linear", true, x, pre, weights, biases, saving, /*output_read=*/false);
+  return linear_with_prelude("grouped_linear", true, x, pre, weights, biases, saving);
 }
 
 }  // namespace wg

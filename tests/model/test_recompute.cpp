@@ -149,8 +149,8 @@ TEST(Recompute, TwoQuerySlotsAreBitIdenticalToNone) {
   }
 }
 
-// The embeds' read-out over all channels at once (embed_unembed_mode full):
-// its one product is the piece's last, left out of a recomputation's rerun.
+// The embeds' read-out over all channels at once (embed_unembed_mode full),
+// recomputed and lean as the block read-out is.
 TEST(Recompute, FullReadoutIsBitIdenticalToNone) {
   const StepResult ref = run_step(nothing_recomputed(), false, 1, "full");
   for (auto mode : {RecomputeMode::Full, RecomputeMode::Selective}) {

@@ -105,9 +105,7 @@ torch::Tensor output_linear(const torch::Tensor& x, const Prelude& pre, const st
 // per-channel read-out), in one pass whose backward writes one gradient
 // for x instead of G zero-filled ones: on the CPU with at most 32 outputs
 // a group over the rows in place (grouped_rows.h), else one batched
-// product over the groups; pre and saving as above. It is its piece's
-// last product, as output_linear: under Saving::Rerun the product is not
-// computed and its output is zeros.
+// product over the groups; pre and saving as above.
 torch::Tensor grouped_linear(const torch::Tensor& x, const Prelude& pre, const std::vector<torch::Tensor>& weights,
                              const std::vector<torch::Tensor>& biases, Saving saving);
 
