@@ -32,8 +32,9 @@ Clock::time_point start_process(const CliOptions& options, const DistContext& di
 // The configuration, loaded once on every rank; rank 0 reports problems.
 LoadedConfig load_configuration(const ConfigSources& sources);
 
-// Every rank opens its data once; the ranks agree on the outcome (a store
-// may be missing on one node only) and on the training windows.
+// Every rank opens its data once and checks the model's options against
+// the streams' shapes; the ranks agree on the outcome (a store may be
+// missing on one node only) and on the training windows.
 Dataset open_data(const Config& config, const DistContext& dist);
 
 // Where this rank computes: device, node (with the device's memory), threads.

@@ -54,7 +54,9 @@ int64_t attention_block(const EngineOptions& o, int64_t i);
 
 // An embed's read-out widths: the centroid embedding's (e) and, in block
 // mode, each channel's slice (per_channel; full mode: 0). WeatherGenerator
-// widens the centroid part so the channels divide the rest.
+// widens the centroid part so the channels divide the rest. Throws
+// std::invalid_argument, naming the stream and the keys, where a block
+// read-out would leave the channels no slice (model_options calls it).
 struct EmbedReadout {
   int64_t centroid_width = 0;
   int64_t per_channel = 0;
