@@ -12,7 +12,8 @@ src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-epochs=40 steps=400  # cpu_tiny: 10 steps a mini-epoch
+epochs=40
+steps=$((epochs * 10))  # cpu_tiny: 10 steps a mini-epoch (40 samples, 2 per rank and step, 2 ranks)
 fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "---- $f"; tail -n 15 "$f"; done; exit 1; }
 train() {  # run_id, log
   mpirun -np 2 --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu_tiny.yml" \
