@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of the twin's optional activation recomputation (wg_model: model_pieces, resolve_plan,
+"""Tests of the twin's optional activation recomputation (wg_pieces: model_pieces, resolve_plan; wg_model:
 WGModel.set_recompute, torch.utils.checkpoint per piece).
 
 Owns: the piece list against the C++ model's (same keys, same order rules), the
@@ -20,7 +20,8 @@ import wg_model  # noqa: E402
 import wg_synth  # noqa: E402
 from wg_layers import set_dropout  # noqa: E402
 from wg_loss import compute_loss  # noqa: E402
-from wg_model import WGModel, model_pieces, resolve_plan  # noqa: E402
+from wg_model import WGModel  # noqa: E402
+from wg_pieces import SECTIONS, model_pieces, resolve_plan  # noqa: E402
 from wg_tables import Tables  # noqa: E402
 
 MODES = [("full", 1), ("selective", 1), ("every_n", 2), ("every_n", 1), ("every_n", 3)]
@@ -62,7 +63,7 @@ class PieceTests(unittest.TestCase):
         self.assertEqual(resolve_plan(pieces, "full"), set(keys))
         sel = resolve_plan(pieces, "selective")
         self.assertEqual(sel, {k for k in keys if k.endswith(".attn") or k.endswith(".cross")})
-        ev2 = resolve_plan(pieces, {s: ("every_n", 2) for s in wg_model.SECTIONS})
+        ev2 = resolve_plan(pieces, {s: ("every_n", 2) for s in SECTIONS})
         self.assertIn("ae_adapter/block0.cross", ev2)
         self.assertIn("ae_adapter/block0.mlp", ev2)
         self.assertNotIn("ae_adapter/block1.cross", ev2)
@@ -131,7 +132,7 @@ class GradientTests(unittest.TestCase):
             ref = step(model, cfg, batch, tables, seed=7)
             self.assertEqual(counting["calls"], 0)
             for mode, n in MODES:
-                model.set_recompute_mode({s: (mode, n) for s in wg_model.SECTIONS})
+                model.set_recompute_mode({s: (mode, n) for s in SECTIONS})
                 counting["calls"] = 0
                 got = step(model, cfg, batch, tables, seed=7)
                 self.assertGreater(counting["calls"], 0, mode)

@@ -49,7 +49,8 @@ import torch
 import safetensors_io as st
 from wg_layers import set_dropout
 from wg_loss import compute_loss
-from wg_model import SECTIONS, WGModel, StreamEmbedTransformer
+from wg_model import WGModel, StreamEmbedTransformer
+from wg_pieces import SECTIONS
 from wg_step import Batch, DumpError, batch_from_tensors, read_dump
 
 MEMORY_METHOD = ("torch.profiler.profile(activities=[CPU], profile_memory=True) around each of {n} extra "
