@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -197,6 +198,17 @@ LrSchedule::LrSchedule(const LrConfig& c, int64_t total, int64_t kappa) {
     }  // else no scheduler (no warm-up before a constant or sqrt decay): the lr stays; upstream crashes here
     if (i == W) current = decay;
     if (i == W + D) current = cooldown.get();
+  }
+  const int64_t cool_start = W + D, last = int64_t(lr_.size()) - 1;
+  if (Cd > 0 && cool_start < last && lr_[size_t(last)] > lr_[size_t(cool_start)] * (1 + 1e-9)) {
+    std::ostringstream m;
+    m.precision(4);
+    m << "the cool-down raises the learning rate from " << lr_[size_t(cool_start)] << " to " << lr_[size_t(last)]
+      << " over the last " << last - cool_start << " steps, as upstream's scheduler does with these values (its "
+      << "chained LinearLR ends at lr_max' * (lr_final / lr_final_decay) / (lr_start / lr_max'), lr_max' = " << lr_max
+      << "); for a falling cool-down set lr_final below " << c.lr_final_decay * c.lr_start / lr_max
+      << " (lr_final_decay * lr_start / lr_max'), e.g. 0 as upstream's default";
+    rising_cooldown_ = m.str();
   }
   for (size_t i = 0; i < lr_.size(); ++i)
     if (!std::isfinite(lr_[i]) || lr_[i] < 0)

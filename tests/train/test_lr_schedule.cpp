@@ -47,6 +47,7 @@ TEST(LrSchedule, UpstreamsDefaultRunStepByStep) {
 // e = lr_final / lr_final_decay), as upstream's chained LinearLR does, not
 // at lr_final: with e = s (lr_start 1e-4, lr_max 1e-3, lr_final_decay 1e-4,
 // lr_final 1e-5, as config/cpu_mixed.yml) the lr stays at lr_max.
+// A cool-down that rises is kept as upstream has it, with a warning (rising_cooldown).
 TEST(LrSchedule, CoolDownEndsWhereUpstreamsChainedLinearLrEnds) {
   LrConfig c = upstream();
   c.lr_start = 1e-4;
@@ -62,6 +63,17 @@ TEST(LrSchedule, CoolDownEndsWhereUpstreamsChainedLinearLrEnds) {
   EXPECT_LT(falls.at(79), falls.at(70));
   EXPECT_LT(falls.at(70), 1e-3);
   EXPECT_GT(falls.at(79), 1e-4);
+  EXPECT_EQ(flat.rising_cooldown(), "");
+  EXPECT_EQ(falls.rising_cooldown(), "");
+  EXPECT_EQ(LrSchedule(upstream(), 131072, 1).rising_cooldown(), "");
+  // κ = 2 scales lr_max (sqrt) but not lr_start or lr_final: with the flat run's values the lr now
+  // rises, from lr_max' = 1.414e-3 towards 2e-3, and the warning names where lr_final must go.
+  c.lr_final = 1e-5;
+  const LrSchedule rises(c, 80, 2);
+  EXPECT_GT(rises.at(79), rises.at(64));
+  EXPECT_NE(rises.rising_cooldown().find("raises the learning rate from 0.001414 to 0.001"), std::string::npos)
+      << rises.rising_cooldown();
+  EXPECT_NE(rises.rising_cooldown().find("set lr_final below 7.071e-06"), std::string::npos) << rises.rising_cooldown();
 }
 
 TEST(LrSchedule, ScalingWithBatchTimesRanks) {

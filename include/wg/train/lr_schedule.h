@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "wg/config/config.h"
@@ -44,11 +45,17 @@ class LrSchedule {
   double scale() const { return scale_; }  // lr_max' / lr_max
   int64_t total_steps() const { return int64_t(lr_.size()); }
   const LrPhases& phases() const { return phases_; }
+  // Empty, or why the cool-down raises the lr and how to make it fall: upstream's
+  // chained LinearLR ends at lr_max' · (lr_final / lr_final_decay) / (lr_start /
+  // lr_max'), above where it starts when lr_final >= lr_final_decay · lr_start /
+  // lr_max' (docs/upstream-differences.md). The schedule keeps upstream's values.
+  const std::string& rising_cooldown() const { return rising_cooldown_; }
 
  private:
   std::vector<double> lr_, beta1_;
   double scale_ = 1;
   LrPhases phases_;
+  std::string rising_cooldown_;
 };
 
 }  // namespace wg
