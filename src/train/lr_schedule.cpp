@@ -205,7 +205,8 @@ LrSchedule::LrSchedule(const LrConfig& c, int64_t total, int64_t kappa) {
     m.precision(4);
     m << "the cool-down raises the learning rate from " << lr_[size_t(cool_start)] << " to " << lr_[size_t(last)]
       << " over the last " << last - cool_start << " steps, as upstream's scheduler does with these values (its "
-      << "chained LinearLR ends at lr_max' * (lr_final / lr_final_decay) / (lr_start / lr_max'), lr_max' = " << lr_max
+      << "chained LinearLR takes the lr it starts from times (lr_final / lr_final_decay) / (lr_start / lr_max') = "
+      << (c.lr_final / c.lr_final_decay) / (c.lr_start / lr_max) << ", lr_max' = " << lr_max
       << "); for a falling cool-down set lr_final below " << c.lr_final_decay * c.lr_start / lr_max
       << " (lr_final_decay * lr_start / lr_max'), e.g. 0 as upstream's default";
     rising_cooldown_ = m.str();

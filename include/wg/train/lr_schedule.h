@@ -46,9 +46,9 @@ class LrSchedule {
   int64_t total_steps() const { return int64_t(lr_.size()); }
   const LrPhases& phases() const { return phases_; }
   // Empty, or why the cool-down raises the lr and how to make it fall: upstream's
-  // chained LinearLR ends at lr_max' · (lr_final / lr_final_decay) / (lr_start /
-  // lr_max'), above where it starts when lr_final >= lr_final_decay · lr_start /
-  // lr_max' (docs/upstream-differences.md). The schedule keeps upstream's values.
+  // chained LinearLR takes the lr it starts from times (lr_final / lr_final_decay) /
+  // (lr_start / lr_max'), above 1 when lr_final > lr_final_decay · lr_start / lr_max'
+  // (docs/upstream-differences.md). The schedule keeps upstream's values.
   const std::string& rising_cooldown() const { return rising_cooldown_; }
 
  private:
