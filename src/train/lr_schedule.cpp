@@ -199,15 +199,20 @@ LrSchedule::LrSchedule(const LrConfig& c, int64_t total, int64_t kappa) {
     if (i == W) current = decay;
     if (i == W + D) current = cooldown.get();
   }
-  const int64_t cool_start = W + D, last = int64_t(lr_.size()) - 1;
-  if (Cd > 0 && cool_start < last && lr_[size_t(last)] > lr_[size_t(cool_start)] * (1 + 1e-9)) {
+  // The cool-down's LinearLR takes over after step W + D: step W + D + 1
+  // uses the lr it starts from, later steps its chained factors, which end
+  // at that lr times e / s (s = lr_start / lr_max', e = lr_final /
+  // lr_final_decay). It rises where e > s, whatever the decay before it.
+  const int64_t cool_start = W + D + 1, last = int64_t(lr_.size()) - 1;
+  const double factor = c.lr_final_decay > 0 ? (c.lr_final / c.lr_final_decay) / (c.lr_start / lr_max) : 0.0;
+  if (Cd > 0 && cool_start < last && factor > 1 + 1e-12) {
     std::ostringstream m;
     m.precision(4);
     m << "the cool-down raises the learning rate from " << lr_[size_t(cool_start)] << " to " << lr_[size_t(last)]
-      << " over the last " << last - cool_start << " steps, as upstream's scheduler does with these values (its "
-      << "chained LinearLR takes the lr it starts from times (lr_final / lr_final_decay) / (lr_start / lr_max') = "
-      << (c.lr_final / c.lr_final_decay) / (c.lr_start / lr_max) << ", lr_max' = " << lr_max
-      << "); for a falling cool-down set lr_final below " << c.lr_final_decay * c.lr_start / lr_max
+      << " over the run's last " << last - cool_start << " steps, as upstream's scheduler does with these values "
+      << "(its chained LinearLR takes the lr it starts from times (lr_final / lr_final_decay) / (lr_start / lr_max') = "
+      << factor << ", lr_max' = " << lr_max << "); for a falling cool-down set lr_final below "
+      << c.lr_final_decay * c.lr_start / lr_max
       << " (lr_final_decay * lr_start / lr_max'), e.g. 0 as upstream's default";
     rising_cooldown_ = m.str();
   }

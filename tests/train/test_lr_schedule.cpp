@@ -46,8 +46,10 @@ TEST(LrSchedule, UpstreamsDefaultRunStepByStep) {
 // The cool-down ends at lr_max' · e / s (s = lr_start / lr_max',
 // e = lr_final / lr_final_decay), as upstream's chained LinearLR does, not
 // at lr_final: with e = s (lr_start 1e-4, lr_max 1e-3, lr_final_decay 1e-4,
-// lr_final 1e-5, as config/cpu_mixed.yml) the lr stays at lr_max.
-// A cool-down that rises is kept as upstream has it, with a warning (rising_cooldown).
+// lr_final 1e-5, as the CPU configs had it until 887826c) the lr stays at
+// lr_max. A cool-down that rises is kept as upstream has it, with a warning
+// (rising_cooldown), whatever the decay before it; one that stays or falls
+// has none.
 TEST(LrSchedule, CoolDownEndsWhereUpstreamsChainedLinearLrEnds) {
   LrConfig c = upstream();
   c.lr_start = 1e-4;
@@ -74,6 +76,14 @@ TEST(LrSchedule, CoolDownEndsWhereUpstreamsChainedLinearLrEnds) {
   EXPECT_NE(rises.rising_cooldown().find("raises the learning rate from 0.001414 to 0.001"), std::string::npos)
       << rises.rising_cooldown();
   EXPECT_NE(rises.rising_cooldown().find("set lr_final below 7.071e-06"), std::string::npos) << rises.rising_cooldown();
+  // After a cosine decay the lr the cool-down starts from is not lr_max', but the factor is the same.
+  c.lr_policy_decay = "cosine";
+  EXPECT_NE(LrSchedule(c, 80, 2).rising_cooldown(), "");
+  c.lr_final = 1e-5 / std::sqrt(2.0);  // e = s at κ = 2: flat, no warning (the OneCycle's last step lifts it a little)
+  EXPECT_EQ(LrSchedule(c, 80, 2).rising_cooldown(), "");
+  c.lr_policy_decay = "linear";
+  c.lr_final = 1e-5;
+  EXPECT_NE(LrSchedule(c, 80, 2).rising_cooldown(), "");
 }
 
 TEST(LrSchedule, ScalingWithBatchTimesRanks) {
