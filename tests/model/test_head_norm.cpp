@@ -3,12 +3,15 @@
 // column blocks of wider tensors (the neighbours untouched), head widths
 // that are and are not a multiple of the sum lanes, float and double; the
 // backward in place (dy's columns replaced by dx) with the same bits; the
-// same bits on one thread as on two.
+// same bits on one thread as on two, and as norming each slice alone.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "../common/thread_count.h"
 #include "wg/model/head_norm.h"
+#include "wg/model/lane_sum.h"
 
 namespace wg {
 namespace {
@@ -78,6 +81,38 @@ TEST(HeadNorm, EqualsLayerNormOnColumnBlocks) {
                         Case{23, 3, 8, 5, 40}}) {  // 69 (row, head) slices: the forward's batches of 32 end mid-row
     check(c, torch::kFloat32, 2e-6);
     check(c, torch::kFloat64, 1e-13);
+  }
+}
+
+// The forward norms its (row, head) slices in batches; each slice's values
+// are those of norming it alone, step by step as below (the sums in
+// lane_sum's lanes), to the bit: batches ending mid-row, on one thread and
+// on two.
+TEST(HeadNorm, EachSliceHasTheBitsOfNormingItAlone) {
+  torch::manual_seed(23);
+  const Case c{301, 3, 8, 5, 40};  // 903 slices: batches of 32 end mid-row; two threads split the rows
+  const double eps = 1e-5;
+  const torch::Tensor x = torch::randn({c.rows, c.width}) * 3 + 1;
+  torch::Tensor want_y = torch::empty({c.rows, c.heads, c.dh}), want_rstd = torch::empty({c.rows, c.heads});
+  const float* xp = x.data_ptr<float>() + c.col;
+  float *yp = want_y.data_ptr<float>(), *rp = want_rstd.data_ptr<float>();
+  const float inv_n = 1.0f / float(c.dh), e = float(eps);
+  for (int64_t r = 0; r < c.rows; ++r)
+    for (int64_t h = 0; h < c.heads; ++h) {
+      const float* xi = xp + r * c.width + h * c.dh;
+      const float mean = lane_sum<float>(c.dh, [&](int64_t j) { return xi[j]; }) * inv_n;
+      volatile float var = lane_sum<float>(c.dh, [&](int64_t j) { return (xi[j] - mean) * (xi[j] - mean); }) * inv_n;
+      const float rs = 1.0f / std::sqrt(var + e);
+      for (int64_t j = 0; j < c.dh; ++j) yp[(r * c.heads + h) * c.dh + j] = (xi[j] - mean) * rs;
+      rp[r * c.heads + h] = rs;
+    }
+  const auto runs = testing::on_each_thread_count({1, 2}, [&] {
+    const auto [y, rstd] = forward(x, c, eps);
+    return std::vector<torch::Tensor>{y, rstd};
+  });
+  for (const auto& run : runs) {
+    EXPECT_TRUE(torch::equal(run[0], want_y));
+    EXPECT_TRUE(torch::equal(run[1], want_rstd));
   }
 }
 
