@@ -202,19 +202,24 @@ LrSchedule::LrSchedule(const LrConfig& c, int64_t total, int64_t kappa) {
   // The cool-down's LinearLR takes over after step W + D: step W + D + 1
   // uses the lr it starts from, later steps its chained factors, which end
   // at that lr times e / s (s = lr_start / lr_max', e = lr_final /
-  // lr_final_decay). It rises where e > s, whatever the decay before it.
+  // lr_final_decay), whatever the decay before it: with e >= s the lr does
+  // not fall, and lr_final is never reached.
   const int64_t cool_start = W + D + 1, last = int64_t(lr_.size()) - 1;
   const double factor = c.lr_final_decay > 0 ? (c.lr_final / c.lr_final_decay) / (c.lr_start / lr_max) : 0.0;
-  if (Cd > 0 && cool_start < last && factor > 1 + 1e-12) {
+  if (Cd > 0 && cool_start < last && factor >= 1 - 1e-12) {
     std::ostringstream m;
     m.precision(4);
-    m << "the cool-down raises the learning rate from " << lr_[size_t(cool_start)] << " to " << lr_[size_t(last)]
-      << " over the run's last " << last - cool_start << " steps, as upstream's scheduler does with these values "
-      << "(its chained LinearLR takes the lr it starts from times (lr_final / lr_final_decay) / (lr_start / lr_max') = "
-      << factor << ", lr_max' = " << lr_max << "); for a falling cool-down set lr_final below "
-      << c.lr_final_decay * c.lr_start / lr_max
+    if (factor > 1 + 1e-12)
+      m << "the cool-down raises the learning rate from " << lr_[size_t(cool_start)] << " to " << lr_[size_t(last)]
+        << " over the run's last " << last - cool_start << " steps";
+    else
+      m << "the cool-down keeps the learning rate at " << lr_[size_t(cool_start)] << " over the run's last "
+        << last - cool_start << " steps, never lowering it to lr_final";
+    m << ", as upstream's scheduler does with these values (its chained LinearLR takes the lr it starts from times "
+      << "(lr_final / lr_final_decay) / (lr_start / lr_max') = " << factor << ", lr_max' = " << lr_max
+      << "); for a falling cool-down set lr_final below " << c.lr_final_decay * c.lr_start / lr_max
       << " (lr_final_decay * lr_start / lr_max'), e.g. 0 as upstream's default";
-    rising_cooldown_ = m.str();
+    cooldown_warning_ = m.str();
   }
   for (size_t i = 0; i < lr_.size(); ++i)
     if (!std::isfinite(lr_[i]) || lr_[i] < 0)

@@ -47,9 +47,9 @@ TEST(LrSchedule, UpstreamsDefaultRunStepByStep) {
 // e = lr_final / lr_final_decay), as upstream's chained LinearLR does, not
 // at lr_final: with e = s (lr_start 1e-4, lr_max 1e-3, lr_final_decay 1e-4,
 // lr_final 1e-5, as the CPU configs had it until 887826c) the lr stays at
-// lr_max. A cool-down that rises is kept as upstream has it, with a warning
-// (rising_cooldown), whatever the decay before it; one that stays or falls
-// has none.
+// lr_max. A cool-down that rises or stays is kept as upstream has it, with
+// a warning (cooldown_warning), whatever the decay before it; one that
+// falls has none.
 TEST(LrSchedule, CoolDownEndsWhereUpstreamsChainedLinearLrEnds) {
   LrConfig c = upstream();
   c.lr_start = 1e-4;
@@ -65,25 +65,30 @@ TEST(LrSchedule, CoolDownEndsWhereUpstreamsChainedLinearLrEnds) {
   EXPECT_LT(falls.at(79), falls.at(70));
   EXPECT_LT(falls.at(70), 1e-3);
   EXPECT_GT(falls.at(79), 1e-4);
-  EXPECT_EQ(flat.rising_cooldown(), "");
-  EXPECT_EQ(falls.rising_cooldown(), "");
-  EXPECT_EQ(LrSchedule(upstream(), 131072, 1).rising_cooldown(), "");
+  EXPECT_NE(flat.cooldown_warning().find("keeps the learning rate at 0.001 over the run's last 14 steps"),
+            std::string::npos)
+      << flat.cooldown_warning();
+  EXPECT_EQ(falls.cooldown_warning(), "");
+  EXPECT_EQ(LrSchedule(upstream(), 131072, 1).cooldown_warning(), "");
   // κ = 2 scales lr_max (sqrt) but not lr_start or lr_final: with the flat run's values the lr now
   // rises, from lr_max' = 1.414e-3 towards 2e-3, and the warning names where lr_final must go.
   c.lr_final = 1e-5;
   const LrSchedule rises(c, 80, 2);
   EXPECT_GT(rises.at(79), rises.at(64));
-  EXPECT_NE(rises.rising_cooldown().find("raises the learning rate from 0.001414 to 0.001"), std::string::npos)
-      << rises.rising_cooldown();
-  EXPECT_NE(rises.rising_cooldown().find("set lr_final below 7.071e-06"), std::string::npos) << rises.rising_cooldown();
+  EXPECT_NE(rises.cooldown_warning().find("raises the learning rate from 0.001414 to 0.001"), std::string::npos)
+      << rises.cooldown_warning();
+  EXPECT_NE(rises.cooldown_warning().find("set lr_final below 7.071e-06"), std::string::npos)
+      << rises.cooldown_warning();
   // After a cosine decay the lr the cool-down starts from is not lr_max', but the factor is the same.
   c.lr_policy_decay = "cosine";
-  EXPECT_NE(LrSchedule(c, 80, 2).rising_cooldown(), "");
-  c.lr_final = 1e-5 / std::sqrt(2.0);  // e = s at κ = 2: flat, no warning (the OneCycle's last step lifts it a little)
-  EXPECT_EQ(LrSchedule(c, 80, 2).rising_cooldown(), "");
+  EXPECT_NE(LrSchedule(c, 80, 2).cooldown_warning(), "");
+  c.lr_final = 1e-5 / std::sqrt(2.0);  // e = s at κ = 2: flat (the OneCycle's last step lifts it a little)
+  EXPECT_NE(LrSchedule(c, 80, 2).cooldown_warning().find("keeps the learning rate"), std::string::npos);
+  c.lr_final = 0.99e-5 / std::sqrt(2.0);  // falls, by 1 %: no warning
+  EXPECT_EQ(LrSchedule(c, 80, 2).cooldown_warning(), "");
   c.lr_policy_decay = "linear";
   c.lr_final = 1e-5;
-  EXPECT_NE(LrSchedule(c, 80, 2).rising_cooldown(), "");
+  EXPECT_NE(LrSchedule(c, 80, 2).cooldown_warning(), "");
 }
 
 TEST(LrSchedule, ScalingWithBatchTimesRanks) {

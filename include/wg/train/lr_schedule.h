@@ -45,17 +45,18 @@ class LrSchedule {
   double scale() const { return scale_; }  // lr_max' / lr_max
   int64_t total_steps() const { return int64_t(lr_.size()); }
   const LrPhases& phases() const { return phases_; }
-  // Empty, or why the cool-down raises the lr and how to make it fall: upstream's
-  // chained LinearLR takes the lr it starts from times (lr_final / lr_final_decay) /
-  // (lr_start / lr_max'), above 1 when lr_final > lr_final_decay · lr_start / lr_max'
+  // Empty, or why the cool-down does not lower the lr (it rises or stays)
+  // and how to make it fall: upstream's chained LinearLR takes the lr it
+  // starts from times (lr_final / lr_final_decay) / (lr_start / lr_max'), at
+  // least 1 when lr_final >= lr_final_decay · lr_start / lr_max'
   // (docs/upstream-differences.md). The schedule keeps upstream's values.
-  const std::string& rising_cooldown() const { return rising_cooldown_; }
+  const std::string& cooldown_warning() const { return cooldown_warning_; }
 
  private:
   std::vector<double> lr_, beta1_;
   double scale_ = 1;
   LrPhases phases_;
-  std::string rising_cooldown_;
+  std::string cooldown_warning_;
 };
 
 }  // namespace wg
