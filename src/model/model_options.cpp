@@ -40,13 +40,14 @@ EmbedReadout embed_readout(const EmbedOptions& o) {
   const int64_t total = int64_t(o.num_tokens) * o.dim_out;
   if (o.unembed_mode != "block") return {o.embed_size_centroids, 0};
   const int64_t e = o.embed_size_centroids + (total - o.embed_size_centroids) % o.num_channels;
-  if ((total - e) / o.num_channels < 1)  // a configuration that cannot be built: an error of the run's configuration
+  const int64_t per_channel = (total - e) / o.num_channels;
+  if (per_channel < 1)  // a configuration that cannot be built: an error of the run's configuration
     throw std::invalid_argument(
         "stream '" + o.stream + "': embed.num_tokens (" + std::to_string(o.num_tokens) + ") x ae_local_dim_embed (" +
         std::to_string(o.dim_out) + ") - embed_size_centroids (" + std::to_string(o.embed_size_centroids) +
         ") must be at least the stream's " + std::to_string(o.num_channels) +
         " input features per point (embed_unembed_mode block gives each one a slice); raise ae_local_dim_embed");
-  return {e, (total - e) / o.num_channels};
+  return {e, per_channel};
 }
 
 ModelOptions model_options(const Config& c, const std::vector<StreamShape>& shapes) {

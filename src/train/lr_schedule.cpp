@@ -174,7 +174,9 @@ LrSchedule::LrSchedule(const LrConfig& c, int64_t total, int64_t kappa) {
   if (c.lr_policy_cooldown != "linear")
     throw std::invalid_argument("lr_policy_cooldown must be linear (upstream's only cool-down), got '" +
                                 c.lr_policy_cooldown + "'");
-  cooldown = std::make_unique<Linear>(g, c.lr_start / lr_max, c.lr_final_decay > 0 ? c.lr_final / c.lr_final_decay : 0.0, Cd);
+  // The cool-down's start and end factors; the lr it starts from ends times cool_to / cool_from.
+  const double cool_from = c.lr_start / lr_max, cool_to = c.lr_final_decay > 0 ? c.lr_final / c.lr_final_decay : 0.0;
+  cooldown = std::make_unique<Linear>(g, cool_from, cool_to, Cd);
   const double sqrt_factor = lr_max * std::sqrt(double(W));
 
   Scheduler* current = W > 0 ? warmup.get() : decay;
@@ -205,7 +207,7 @@ LrSchedule::LrSchedule(const LrConfig& c, int64_t total, int64_t kappa) {
   // lr_final_decay), whatever the decay before it: with e >= s the lr does
   // not fall, and lr_final is never reached.
   const int64_t cool_start = W + D + 1, last = int64_t(lr_.size()) - 1;
-  const double factor = c.lr_final_decay > 0 ? (c.lr_final / c.lr_final_decay) / (c.lr_start / lr_max) : 0.0;
+  const double factor = cool_to / cool_from;
   if (Cd > 0 && cool_start < last && factor >= 1 - 1e-12) {
     std::ostringstream m;
     m.precision(4);
