@@ -26,6 +26,7 @@
 #include "bench_median.h"
 #include "wg/data/stream_sample.h"
 #include "wg/data/tokenizer.h"
+#include "wg/io/npy.h"
 
 namespace {
 
@@ -68,19 +69,6 @@ wg::PointSet o96(int64_t time, int n_channels, uint64_t seed) {
   p.data.resize(p.lat.size() * n_channels);
   for (float& v : p.data) v = nv(gen);
   return p;
-}
-
-template <typename T>
-void write_npy(const fs::path& path, const std::vector<T>& data, const std::string& descr, const std::string& shape) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::ofstream f(path, std::ios::binary);
-  f.write("\x93NUMPY\x01\x00", 8);
-  const uint16_t len = static_cast<uint16_t>(header.size());
-  f.write(reinterpret_cast<const char*>(&len), 2);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(T)));
 }
 
 double thread_cpu_seconds() {
@@ -168,17 +156,17 @@ int main(int argc, char** argv) {
   // The same sample for the reference: same points, the C++ mask as input.
   const fs::path dir = fs::temp_directory_path() / ("wg_bench_tokenize_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string n = std::to_string(source.size());
-  write_npy(dir / "lat.npy", source.lat, "<f4", "(" + n + ",)");
-  write_npy(dir / "lon.npy", source.lon, "<f4", "(" + n + ",)");
-  write_npy(dir / "times.npy", source.times, "<i8", "(" + n + ",)");
-  write_npy(dir / "geo.npy", std::vector<float>{}, "<f4", "(" + n + ", 0)");
-  write_npy(dir / "src.npy", source.data, "<f4", "(" + n + ", 71)");
-  write_npy(dir / "tgt.npy", target.data, "<f4", "(" + n + ", 72)");
+  const auto n = static_cast<int64_t>(source.size());
+  wg::npy::write(dir / "lat.npy", source.lat);
+  wg::npy::write(dir / "lon.npy", source.lon);
+  wg::npy::write(dir / "times.npy", source.times);
+  wg::npy::write(dir / "geo.npy", std::vector<float>{}, {n, 0});
+  wg::npy::write(dir / "src.npy", source.data, {n, 71});
+  wg::npy::write(dir / "tgt.npy", target.data, {n, 72});
   const wg::TokenPartition part = wg::partition_points(grid, source, 8, true, "ERA5");
   wg::PipelineRng rng(key.seed, key.mini_epoch, key.sample_id, key.stream, wg::RngPurpose::Mask);
   const wg::TokenMask mask = wg::draw_token_mask(masking, masking.strategy, part, 71, 5, rng);
-  write_npy(dir / "mask.npy", mask.token, "|u1", "(" + std::to_string(mask.token.size()) + ",)");
+  wg::npy::write(dir / "mask.npy", mask.token);
   std::ofstream(dir / "manifest.json")
       << "{\"level\": 5, \"pointsets\": {\"o96\": {\"lat\": \"lat.npy\", \"lon\": \"lon.npy\", \"times\": "
          "\"times.npy\", \"geo\": \"geo.npy\", \"data\": {\"src\": \"src.npy\", \"tgt\": \"tgt.npy\"}}},\n"

@@ -13,12 +13,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
+#include <utility>
 #include <vector>
+
+#include "wg/io/npy.h"
 
 // The reference runs through Debian's python3 from the scripts directory
 // tests/data (CMake passes both); WG_DATA_SCRIPTS has no sensible default.
@@ -33,74 +33,14 @@ namespace wg::testing_io {
 
 namespace fs = std::filesystem;
 
-template <typename T>
-const char* npy_descr() {
-  if constexpr (std::is_same_v<T, float>) return "<f4";
-  if constexpr (std::is_same_v<T, double>) return "<f8";
-  if constexpr (std::is_same_v<T, int64_t>) return "<i8";
-  if constexpr (std::is_same_v<T, int32_t>) return "<i4";
-  if constexpr (std::is_same_v<T, uint8_t>) return "|u1";
-  return "";
-}
-
+// .npy files: wg/io/npy.h, under the names these tests use.
 template <typename T>
 void write_npy(const fs::path& path, const std::vector<T>& data, std::vector<int64_t> shape = {}) {
-  if (shape.empty()) shape = {static_cast<int64_t>(data.size())};
-  std::string sh = "(";
-  for (size_t i = 0; i < shape.size(); ++i)
-    sh += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
-  sh += ")";
-  std::string header =
-      std::string("{'descr': '") + npy_descr<T>() + "', 'fortran_order': False, 'shape': " + sh + ", }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::ofstream f(path, std::ios::binary);
-  f.write("\x93NUMPY\x01\x00", 8);
-  const uint16_t len = static_cast<uint16_t>(header.size());
-  f.write(reinterpret_cast<const char*>(&len), 2);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(T)));
-  if (!f) throw std::runtime_error("cannot write " + path.string());
+  npy::write(path, data, std::move(shape));
 }
-
-// Reads a C-order .npy of dtype T (checked); shape returned in *shape.
 template <typename T>
 std::vector<T> read_npy(const fs::path& path, std::vector<int64_t>* shape = nullptr) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot read " + path.string());
-  char magic[8];
-  f.read(magic, 8);
-  uint32_t hlen = 0;
-  if (magic[6] == 1) {
-    uint16_t h = 0;
-    f.read(reinterpret_cast<char*>(&h), 2);
-    hlen = h;
-  } else {
-    f.read(reinterpret_cast<char*>(&hlen), 4);
-  }
-  std::string header(hlen, ' ');
-  f.read(header.data(), hlen);
-  if (header.find(std::string("'") + npy_descr<T>() + "'") == std::string::npos) {
-    throw std::runtime_error(path.string() + ": dtype is not " + npy_descr<T>() + ": " + header);
-  }
-  if (header.find("'fortran_order': False") == std::string::npos)
-    throw std::runtime_error(path.string() + ": not C order");
-  std::vector<int64_t> sh;
-  const size_t a = header.find('(', header.find("'shape'"));
-  const size_t b = header.find(')', a);
-  std::stringstream ss(header.substr(a + 1, b - a - 1));
-  std::string tok;
-  int64_t count = 1;
-  while (std::getline(ss, tok, ',')) {
-    if (tok.find_first_not_of(' ') == std::string::npos) continue;
-    sh.push_back(std::stoll(tok));
-    count *= sh.back();
-  }
-  std::vector<T> data(static_cast<size_t>(count));
-  f.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(T)));
-  if (!f) throw std::runtime_error(path.string() + ": short file");
-  if (shape) *shape = sh;
-  return data;
+  return npy::read<T>(path, shape);
 }
 
 // A fresh directory under the test temp dir, removed again unless the test
