@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     AutoPlan a;
     {  // the planning trainer is gone before the plan is measured: its memory would count
       Trainer t(c, Dataset(c, 0, 1), base, torch::kCPU);
-      a = apply_auto_plan(t, budget, RankPlan{base}, c.auto_plan.oom_max_retries);
+      a = apply_auto_plan(t, budget, RankPlan{base, {}, {}}, c.auto_plan.oom_max_retries);
     }
     Measured m = measure(c, "auto", a.plan, steps);
     m.predicted = a.predicted_peak_bytes;

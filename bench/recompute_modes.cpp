@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
       const int64_t held = t.steady_base_bytes();
       budget =
           fraction > 0 ? full_peak + int64_t(fraction * double(none_peak - full_peak)) : held + (none_peak - held) / 2;
-      a = apply_auto_plan(t, budget, RankPlan{rules_plan}, base.auto_plan.oom_max_retries);
+      a = apply_auto_plan(t, budget, RankPlan{rules_plan, {}, {}}, base.auto_plan.oom_max_retries);
     } catch (const std::invalid_argument& e) {  // the budgets come from other batches than the planner's
       std::cerr << name << ": no plan: " << e.what() << "\n";
       continue;
