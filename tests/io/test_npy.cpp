@@ -58,6 +58,10 @@ a = np.load(d + "/i8.npy"); assert a.dtype == np.int64 and list(a) == [-5, 1 << 
 a = np.load(d + "/i4.npy"); assert a.dtype == np.int32 and a.shape == (2, 1) and list(a[:, 0]) == [-1, 2], a
 a = np.load(d + "/u1.npy"); assert a.dtype == np.uint8 and list(a) == [0, 1, 255], a
 a = np.load(d + "/empty.npy"); assert a.dtype == np.float32 and a.shape == (4, 0), a
+for name in ["f4", "f8", "i8", "i4", "u1", "empty"]:  # format 1.0, the header padded to 64 bytes
+    b = open(d + "/" + name + ".npy", "rb").read()
+    n = int.from_bytes(b[8:10], "little")
+    assert b[:8] == b"\x93NUMPY\x01\x00" and (10 + n) % 64 == 0 and b[10 + n - 1:10 + n] == b"\n", (name, b[:80])
 )"));
 }
 
@@ -67,6 +71,8 @@ np.save(d + "/f4.npy", np.arange(12, dtype=np.float32).reshape(3, 4) / 8)
 np.save(d + "/i8.npy", np.array([3, -9], np.int64))
 np.save(d + "/scalar.npy", np.float32(2.5))
 np.save(d + "/fortran.npy", np.asfortranarray(np.ones((2, 3), np.float32)))
+with open(d + "/v2.npy", "wb") as f:  # format 2.0: a 4-byte header length
+    np.lib.format.write_array(f, np.array([[1.5, -3]], np.float32), version=(2, 0))
 )"));
   std::vector<int64_t> shape;
   const std::vector<float> f = npy::read<float>(dir_ / "f4.npy", &shape);
@@ -77,6 +83,8 @@ np.save(d + "/fortran.npy", np.asfortranarray(np.ones((2, 3), np.float32)))
   EXPECT_EQ(npy::read<float>(dir_ / "scalar.npy", &shape), std::vector<float>{2.5f});
   EXPECT_TRUE(shape.empty());
   EXPECT_NE(error_of_reading("fortran.npy").find("not C order"), std::string::npos);
+  EXPECT_EQ(npy::read<float>(dir_ / "v2.npy", &shape), (std::vector<float>{1.5f, -3.0f}));
+  EXPECT_EQ(shape, (std::vector<int64_t>{1, 2}));
 }
 
 TEST_F(NpyTest, BadFilesAndShapesAreErrorsNamingTheFile) {
@@ -93,7 +101,35 @@ TEST_F(NpyTest, BadFilesAndShapesAreErrorsNamingTheFile) {
   npy::write(dir_ / "whole.npy", std::vector<float>(6, 1.0f), {2, 3});  // truncated below
   fs::resize_file(dir_ / "whole.npy", fs::file_size(dir_ / "whole.npy") - 4);
   e = error_of_reading("whole.npy");
-  EXPECT_NE(e.find("whole.npy: short file"), std::string::npos) << e;
+  EXPECT_NE(e.find("whole.npy: 20 bytes of data where its shape needs 24 (short file)"), std::string::npos) << e;
+  npy::write(dir_ / "long.npy", std::vector<float>(6, 1.0f), {2, 3});  // 4 bytes more than its shape
+  std::ofstream(dir_ / "long.npy", std::ios::app | std::ios::binary).write("abcd", 4);
+  e = error_of_reading("long.npy");
+  EXPECT_NE(e.find("long.npy: 28 bytes of data where its shape needs 24"), std::string::npos) << e;
+  // Hand-written headers: a negative or unreadable dimension, a structured
+  // dtype holding <f4, a format this reader does not know.
+  const auto header_file = [&](const std::string& name, const std::string& dict, char major = 1) {
+    std::string h = dict;
+    while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+    h += '\n';
+    std::ofstream f(dir_ / name, std::ios::binary);
+    f << "\x93NUMPY" << major << '\0' << char(h.size() & 0xff) << char(h.size() >> 8) << h;
+  };
+  header_file("negative.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }");
+  e = error_of_reading("negative.npy");
+  EXPECT_NE(e.find("negative.npy: bad shape"), std::string::npos) << e;
+  header_file("word.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }");
+  e = error_of_reading("word.npy");
+  EXPECT_NE(e.find("word.npy: bad shape"), std::string::npos) << e;
+  header_file("huge.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }");
+  e = error_of_reading("huge.npy");
+  EXPECT_NE(e.find("huge.npy: bad shape"), std::string::npos) << e;
+  header_file("record.npy", "{'descr': [('x', '<f4')], 'fortran_order': False, 'shape': (0,), }");
+  e = error_of_reading("record.npy");
+  EXPECT_NE(e.find("record.npy: dtype is not <f4"), std::string::npos) << e;
+  header_file("v9.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (0,), }", 9);
+  e = error_of_reading("v9.npy");
+  EXPECT_NE(e.find("v9.npy: .npy format 9"), std::string::npos) << e;
 
   try {
     npy::write(dir_ / "wrong.npy", std::vector<float>(5), {2, 3});

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -57,7 +58,8 @@ void write(const std::filesystem::path& path, const std::vector<T>& data, std::v
   if (!f) throw std::runtime_error("cannot write " + path.string());
 }
 
-// Reads a C-order array of dtype T (checked); its shape into *shape.
+// Reads a C-order array of dtype T (checked), whose data must fill the
+// file exactly; its shape into *shape.
 template <typename T>
 std::vector<T> read(const std::filesystem::path& path, std::vector<int64_t>* shape = nullptr) {
   std::ifstream f(path, std::ios::binary);
@@ -65,8 +67,11 @@ std::vector<T> read(const std::filesystem::path& path, std::vector<int64_t>* sha
   char magic[8] = {};
   f.read(magic, 8);
   if (!f || std::string(magic, 6) != "\x93NUMPY") throw std::runtime_error(path.string() + ": not an .npy file");
+  // Format 1.x: a 2-byte header length; 2.x and 3.x (a UTF-8 header): 4.
+  const int major = static_cast<unsigned char>(magic[6]);
+  if (major < 1 || major > 3) throw std::runtime_error(path.string() + ": .npy format " + std::to_string(major));
   uint32_t hlen = 0;
-  if (magic[6] == 1) {
+  if (major == 1) {
     uint16_t h = 0;
     f.read(reinterpret_cast<char*>(&h), 2);
     hlen = h;
@@ -76,22 +81,44 @@ std::vector<T> read(const std::filesystem::path& path, std::vector<int64_t>* sha
   std::string header(hlen, ' ');
   f.read(header.data(), hlen);
   if (!f) throw std::runtime_error(path.string() + ": short header");
-  if (header.find(std::string("'") + descr<T>() + "'") == std::string::npos)
+  // The value after 'descr': exactly this dtype (not a structured one holding it).
+  const size_t d = header.find("'descr':");
+  const size_t q0 = d == std::string::npos ? d : header.find_first_not_of(' ', d + 8);
+  if (q0 == std::string::npos ||
+      header.compare(q0, std::string(descr<T>()).size() + 2, std::string("'") + descr<T>() + "'") != 0)
     throw std::runtime_error(path.string() + ": dtype is not " + descr<T>() + ": " + header);
   if (header.find("'fortran_order': False") == std::string::npos)
     throw std::runtime_error(path.string() + ": not C order");
   std::vector<int64_t> sh;
   const size_t a = header.find('(', header.find("'shape'"));
-  const size_t b = header.find(')', a);
-  if (a == std::string::npos || b == std::string::npos) throw std::runtime_error(path.string() + ": no shape");
+  const size_t b = a == std::string::npos ? a : header.find(')', a);
+  if (b == std::string::npos) throw std::runtime_error(path.string() + ": no shape in " + header);
   std::stringstream ss(header.substr(a + 1, b - a - 1));
   std::string tok;
   int64_t count = 1;
   while (std::getline(ss, tok, ',')) {
     if (tok.find_first_not_of(' ') == std::string::npos) continue;
-    sh.push_back(std::stoll(tok));
-    count *= sh.back();
+    size_t used = 0;
+    int64_t dim = -1;
+    try {
+      dim = std::stoll(tok, &used);
+    } catch (const std::exception&) {
+    }
+    if (dim < 0 || tok.find_first_not_of(' ', used) != std::string::npos ||
+        (dim > 0 && count > std::numeric_limits<int64_t>::max() / 8 / dim))
+      throw std::runtime_error(path.string() + ": bad shape in " + header);
+    sh.push_back(dim);
+    count *= dim;
   }
+  // The data must be exactly the shape's values: no fewer, no more.
+  const auto start = f.tellg();
+  f.seekg(0, std::ios::end);
+  const auto bytes = static_cast<int64_t>(f.tellg() - start);
+  f.seekg(start);
+  if (bytes != count * static_cast<int64_t>(sizeof(T)))
+    throw std::runtime_error(path.string() + ": " + std::to_string(bytes) + " bytes of data where its shape needs " +
+                             std::to_string(count * static_cast<int64_t>(sizeof(T))) +
+                             (bytes < count * static_cast<int64_t>(sizeof(T)) ? " (short file)" : ""));
   std::vector<T> data(static_cast<size_t>(count));
   f.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(T)));
   if (!f) throw std::runtime_error(path.string() + ": short file");
