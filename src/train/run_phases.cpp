@@ -209,9 +209,8 @@ Training build_trainer(const Config& config, Dataset data, const RankPlan& plan,
   const PeakFlops peak = peak_flops(config.peak_tflops, place.device.str(),
                                     place.device.is_cuda() ? cuda_device_name(place.device.index()) : "", bf16);
   t.trainer->set_peak_flops(peak.flops);
-  if (dist.rank() == 0 && !t.trainer->schedule().cooldown_warning().empty())
-    spdlog::warn("{}", t.trainer->schedule().cooldown_warning());
   if (dist.rank() == 0) {
+    if (!t.trainer->schedule().cooldown_warning().empty()) spdlog::warn("{}", t.trainer->schedule().cooldown_warning());
     const bool tera = peak.flops >= 1e12;
     spdlog::info("MFU against {:.1f} {}FLOP/s per rank ({})", peak.flops * (tera ? 1e-12 : 1e-9), tera ? "T" : "G",
                  peak.source);

@@ -15,9 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing_io::near_all;
-using testing_io::read_npy;
 using testing_io::same_ints;
-using testing_io::write_npy;
 
 TEST(HealpixGolden, PointToCell) {
   struct P {
@@ -101,20 +99,20 @@ TEST_P(HealpixReference, TablesMatchAstropy) {
   const testing_io::ScratchDir scratch("tables" + std::to_string(level));
   const fs::path& dir = scratch.path();
   ASSERT_TRUE(testing_io::run_reference("tables " + std::to_string(level) + " " + dir.string()));
-  EXPECT_TRUE(near_all(grid.vertices(), read_npy<double>(dir / "V.npy"), 1e-14, 3));
-  EXPECT_TRUE(near_all(grid.rotations(), read_npy<float>(dir / "R.npy"), 1e-6, 9));
-  EXPECT_TRUE(near_all(grid.verts_local(), read_npy<float>(dir / "verts_local.npy"), 1e-6, 12));
+  EXPECT_TRUE(near_all(grid.vertices(), npy::read<double>(dir / "V.npy"), 1e-14, 3));
+  EXPECT_TRUE(near_all(grid.rotations(), npy::read<float>(dir / "R.npy"), 1e-6, 9));
+  EXPECT_TRUE(near_all(grid.verts_local(), npy::read<float>(dir / "verts_local.npy"), 1e-6, 12));
   // Reference neighbours are [8, C]; ours [C, 8].
-  const auto nbr = read_npy<int64_t>(dir / "nbr_raw.npy");
+  const auto nbr = npy::read<int64_t>(dir / "nbr_raw.npy");
   std::vector<int64_t> nbr_t(nbr.size());
   const int64_t nc = grid.num_cells();
   for (int64_t c = 0; c < nc; ++c) {
     for (int n = 0; n < 8; ++n) nbr_t[c * 8 + n] = nbr[n * nc + c];
   }
   EXPECT_TRUE(same_ints(grid.neighbours(), nbr_t));
-  EXPECT_TRUE(same_ints(grid.hp_nbours(), read_npy<int32_t>(dir / "hp_nbours.npy")));
-  EXPECT_TRUE(near_all(grid.neighbour_centres(), read_npy<float>(dir / "nctrs.npy"), 1e-7, 3));
-  EXPECT_TRUE(near_all(grid.neighbour_rotations(), read_npy<float>(dir / "R_nbr.npy"), 1e-6, 9));
+  EXPECT_TRUE(same_ints(grid.hp_nbours(), npy::read<int32_t>(dir / "hp_nbours.npy")));
+  EXPECT_TRUE(near_all(grid.neighbour_centres(), npy::read<float>(dir / "nctrs.npy"), 1e-7, 3));
+  EXPECT_TRUE(near_all(grid.neighbour_rotations(), npy::read<float>(dir / "R_nbr.npy"), 1e-6, 9));
 }
 
 // Cells of random points, exact lattice points (vertices, edges, equator,
@@ -144,10 +142,10 @@ TEST_P(HealpixReference, CellsMatchAstropy) {
   }
   const testing_io::ScratchDir scratch("cells" + std::to_string(level));
   const fs::path& dir = scratch.path();
-  write_npy(dir / "lat.npy", lat);
-  write_npy(dir / "lon.npy", lon);
+  npy::write(dir / "lat.npy", lat);
+  npy::write(dir / "lon.npy", lon);
   ASSERT_TRUE(testing_io::run_reference("cells " + std::to_string(level) + " " + dir.string()));
-  const auto want = read_npy<int64_t>(dir / "cells.npy");
+  const auto want = npy::read<int64_t>(dir / "cells.npy");
   std::vector<int64_t> got(lat.size());
   const int64_t nside = int64_t{1} << level;
   for (size_t i = 0; i < lat.size(); ++i) got[i] = cell_of_point(lat[i], lon[i], nside);

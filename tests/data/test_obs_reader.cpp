@@ -20,7 +20,6 @@ namespace {
 
 using namespace reader_testing;
 using ::testing::HasSubstr;
-using testing_io::read_npy;
 
 class ObsReaderTest : public ::testing::Test {
  protected:
@@ -53,7 +52,7 @@ class ObsReaderTest : public ::testing::Test {
       const TimeWindow w = tw.window(std::stoll(key));
       ASSERT_EQ(w.start, info["start"].get<int64_t>());
       const std::string p = (out / ("w" + key + "_")).string();
-      EXPECT_TRUE(same_bits(r.window_rows(w), read_npy<int64_t>(p + "rows.npy")));
+      EXPECT_TRUE(same_bits(r.window_rows(w), npy::read<int64_t>(p + "rows.npy")));
       const auto [lo, hi] = r.row_range(w);
       const std::vector<int64_t> rows = r.window_rows(w);
       if (!rows.empty()) {
@@ -65,12 +64,12 @@ class ObsReaderTest : public ::testing::Test {
       EXPECT_EQ(src.num_geoinfos, r.num_geoinfos());
       EXPECT_EQ(src.num_channels, int(r.source_channels().size()));
       EXPECT_EQ(tgt.num_channels, int(r.target_channels().size()));
-      EXPECT_TRUE(same_bits(src.lat, read_npy<float>(p + "lat.npy")));
-      EXPECT_TRUE(same_bits(src.lon, read_npy<float>(p + "lon.npy")));
-      EXPECT_TRUE(same_bits(src.times, read_npy<int64_t>(p + "times.npy")));
-      EXPECT_TRUE(same_values(src.geoinfos, read_npy<float>(p + "geo.npy"), std::max(1, src.num_geoinfos)));
-      EXPECT_TRUE(same_values(src.data, read_npy<float>(p + "src.npy"), src.num_channels));
-      EXPECT_TRUE(same_values(tgt.data, read_npy<float>(p + "tgt.npy"), tgt.num_channels));
+      EXPECT_TRUE(same_bits(src.lat, npy::read<float>(p + "lat.npy")));
+      EXPECT_TRUE(same_bits(src.lon, npy::read<float>(p + "lon.npy")));
+      EXPECT_TRUE(same_bits(src.times, npy::read<int64_t>(p + "times.npy")));
+      EXPECT_TRUE(same_values(src.geoinfos, npy::read<float>(p + "geo.npy"), std::max(1, src.num_geoinfos)));
+      EXPECT_TRUE(same_values(src.data, npy::read<float>(p + "src.npy"), src.num_channels));
+      EXPECT_TRUE(same_values(tgt.data, npy::read<float>(p + "tgt.npy"), tgt.num_channels));
       EXPECT_EQ(tgt.geoinfos, src.geoinfos);
     }
   }

@@ -36,17 +36,17 @@ void expect_same_targets(const StepTargets& a, const StepTargets& b, const std::
 void PipelineFixture::add_points(const std::string& name, PointSet coords,
                                  std::map<std::string, std::vector<float>> data, std::map<std::string, int> widths) {
   const int64_t n = static_cast<int64_t>(coords.size());
-  write_npy(dir_ / (name + "_lat.npy"), coords.lat);
-  write_npy(dir_ / (name + "_lon.npy"), coords.lon);
-  write_npy(dir_ / (name + "_times.npy"), coords.times);
-  write_npy(dir_ / (name + "_geo.npy"), coords.geoinfos, {n, coords.num_geoinfos});
+  npy::write(dir_ / (name + "_lat.npy"), coords.lat);
+  npy::write(dir_ / (name + "_lon.npy"), coords.lon);
+  npy::write(dir_ / (name + "_times.npy"), coords.times);
+  npy::write(dir_ / (name + "_geo.npy"), coords.geoinfos, {n, coords.num_geoinfos});
   std::string entry = quoted(name) + ": {\"lat\": " + quoted(name + "_lat.npy") +
                       ", \"lon\": " + quoted(name + "_lon.npy") + ", \"times\": " + quoted(name + "_times.npy") +
                       ", \"geo\": " + quoted(name + "_geo.npy") + ", \"data\": {";
   bool first = true;
   for (auto& [dname, values] : data) {
     const int w = widths.at(dname);
-    write_npy(dir_ / (name + "_" + dname + ".npy"), values, {n, w});
+    npy::write(dir_ / (name + "_" + dname + ".npy"), values, {n, w});
     entry += std::string(first ? "" : ", ") + quoted(dname) + ": " + quoted(name + "_" + dname + ".npy");
     first = false;
     PointSet p = coords;
@@ -91,11 +91,11 @@ CaseResult PipelineFixture::run_case(const FixtureCase& c, std::string& entry) {
              ", \"all_masked\": " + (r.mask.all_masked ? "true" : "false");
     std::vector<uint8_t> tm = r.mask.token;
     if (tm.empty()) tm.assign(r.partition.num_tokens(), 0);
-    write_npy(dir_ / (c.name + "_token_masked.npy"), tm);
+    npy::write(dir_ / (c.name + "_token_masked.npy"), tm);
     add_file("token_masked", c.name + "_token_masked.npy");
     if (!r.mask.channel.empty()) {
-      write_npy(dir_ / (c.name + "_channel_masked.npy"), r.mask.channel,
-                {r.partition.num_tokens(), r.mask.num_channels});
+      npy::write(dir_ / (c.name + "_channel_masked.npy"), r.mask.channel,
+                 {r.partition.num_tokens(), r.mask.num_channels});
       add_file("channel_masked", c.name + "_channel_masked.npy");
     }
   } else {
@@ -105,7 +105,7 @@ CaseResult PipelineFixture::run_case(const FixtureCase& c, std::string& entry) {
     std::vector<double> u;
     if (c.sampling_rate_target < 1.0) {
       for (size_t i = 0; i < tgt.size(); ++i) u.push_back(srng.uniform());
-      write_npy(dir_ / (c.name + "_keep_uniforms.npy"), u);
+      npy::write(dir_ / (c.name + "_keep_uniforms.npy"), u);
       add_file("keep_uniforms", c.name + "_keep_uniforms.npy");
     }
     std::vector<int64_t> counts(nc, 0);
@@ -118,7 +118,7 @@ CaseResult PipelineFixture::run_case(const FixtureCase& c, std::string& entry) {
       const auto p = orng.permutation(counts[cell]);
       perms.insert(perms.end(), p.begin(), p.end());
     }
-    write_npy(dir_ / (c.name + "_perms.npy"), perms);
+    npy::write(dir_ / (c.name + "_perms.npy"), perms);
     add_file("within_cell_perms", c.name + "_perms.npy");
     r.selection = forecast_targets_from_draws(tgt_part.point_cell, nc, c.sampling_rate_target, u, perms);
     entry += ", \"mode\": \"forecast\"";
@@ -128,14 +128,14 @@ CaseResult PipelineFixture::run_case(const FixtureCase& c, std::string& entry) {
     std::vector<double> u(r.selection.points.size());
     for (double& v : u) v = srng.uniform();
     r.selection = sample_targets_from_draws(r.selection, c.sampling_rate_target, u);
-    write_npy(dir_ / (c.name + "_target_uniforms.npy"), u);
+    npy::write(dir_ / (c.name + "_target_uniforms.npy"), u);
     add_file("target_uniforms", c.name + "_target_uniforms.npy");
   }
   if (c.max_num_targets > 0) {
     PipelineRng cap(key.seed, key.mini_epoch, key.sample_id, key.stream, RngPurpose::TargetCap, 0);
     const std::vector<int64_t> order = cap.permutation(nc);
     r.selection = cap_targets_from_draws(r.selection, c.max_num_targets, order);
-    write_npy(dir_ / (c.name + "_cell_order.npy"), order);
+    npy::write(dir_ / (c.name + "_cell_order.npy"), order);
     add_file("cell_order", c.name + "_cell_order.npy");
   }
   entry += "}";

@@ -76,7 +76,7 @@ class PipelineFixture {
   void compare_layout(const std::string& name, const std::vector<std::vector<std::string>>& samples);
   template <typename T>
   std::vector<T> ref(const std::string& file) const {
-    return read_npy<T>(dir_ / file);
+    return npy::read<T>(dir_ / file);
   }
 
   ScratchDir scratch_;

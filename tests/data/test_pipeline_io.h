@@ -1,7 +1,7 @@
-// Test helpers for the data-pipeline tests: .npy files (the exchange format
-// with tests/data/pipeline_reference.py), running the reference through
-// WG_PYTHON3, a per-test scratch directory, and array comparisons that
-// report the first mismatch.
+// Test helpers for the data-pipeline tests: wg/io/npy.h (.npy files, the
+// exchange format with tests/data/pipeline_reference.py), running the
+// reference through WG_PYTHON3, a per-test scratch directory, and array
+// comparisons that report the first mismatch.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "wg/io/npy.h"
@@ -32,16 +31,6 @@
 namespace wg::testing_io {
 
 namespace fs = std::filesystem;
-
-// .npy files: wg/io/npy.h, under the names these tests use.
-template <typename T>
-void write_npy(const fs::path& path, const std::vector<T>& data, std::vector<int64_t> shape = {}) {
-  npy::write(path, data, std::move(shape));
-}
-template <typename T>
-std::vector<T> read_npy(const fs::path& path, std::vector<int64_t>* shape = nullptr) {
-  return npy::read<T>(path, shape);
-}
 
 // A fresh directory under the test temp dir, removed again unless the test
 // failed (then its inputs and the reference's outputs stay for inspection).

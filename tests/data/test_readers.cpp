@@ -22,7 +22,6 @@ namespace {
 
 using namespace reader_testing;
 using ::testing::HasSubstr;
-using testing_io::read_npy;
 
 // ---- time windows ------------------------------------------------------------
 
@@ -107,11 +106,11 @@ class AnemoiReaderTest : public ::testing::Test {
         continue;
       }
       const std::string p = (out / ("w" + key + "_")).string();
-      EXPECT_TRUE(same_bits(src.lat, read_npy<float>(p + "lat.npy")));
-      EXPECT_TRUE(same_bits(src.lon, read_npy<float>(p + "lon.npy")));
-      EXPECT_TRUE(same_bits(src.times, read_npy<int64_t>(p + "times.npy")));
-      EXPECT_TRUE(same_values(src.data, read_npy<float>(p + "src.npy"), src.num_channels));
-      EXPECT_TRUE(same_values(tgt.data, read_npy<float>(p + "tgt.npy"), tgt.num_channels));
+      EXPECT_TRUE(same_bits(src.lat, npy::read<float>(p + "lat.npy")));
+      EXPECT_TRUE(same_bits(src.lon, npy::read<float>(p + "lon.npy")));
+      EXPECT_TRUE(same_bits(src.times, npy::read<int64_t>(p + "times.npy")));
+      EXPECT_TRUE(same_values(src.data, npy::read<float>(p + "src.npy"), src.num_channels));
+      EXPECT_TRUE(same_values(tgt.data, npy::read<float>(p + "tgt.npy"), tgt.num_channels));
       EXPECT_EQ(tgt.lat, src.lat);
       EXPECT_TRUE(src.geoinfos.empty());
       // Read alone, the source is the same (its channels are then all normalised from raw).

@@ -82,10 +82,10 @@ std::vector<T> read(const std::filesystem::path& path, std::vector<int64_t>* sha
   f.read(header.data(), hlen);
   if (!f) throw std::runtime_error(path.string() + ": short header");
   // The value after 'descr': exactly this dtype (not a structured one holding it).
+  const std::string quoted = std::string("'") + descr<T>() + "'";
   const size_t d = header.find("'descr':");
   const size_t q0 = d == std::string::npos ? d : header.find_first_not_of(' ', d + 8);
-  if (q0 == std::string::npos ||
-      header.compare(q0, std::string(descr<T>()).size() + 2, std::string("'") + descr<T>() + "'") != 0)
+  if (q0 == std::string::npos || header.compare(q0, quoted.size(), quoted) != 0)
     throw std::runtime_error(path.string() + ": dtype is not " + descr<T>() + ": " + header);
   if (header.find("'fortran_order': False") == std::string::npos)
     throw std::runtime_error(path.string() + ": not C order");
@@ -113,12 +113,11 @@ std::vector<T> read(const std::filesystem::path& path, std::vector<int64_t>* sha
   // The data must be exactly the shape's values: no fewer, no more.
   const auto start = f.tellg();
   f.seekg(0, std::ios::end);
-  const auto bytes = static_cast<int64_t>(f.tellg() - start);
+  const auto bytes = static_cast<int64_t>(f.tellg() - start), need = count * static_cast<int64_t>(sizeof(T));
   f.seekg(start);
-  if (bytes != count * static_cast<int64_t>(sizeof(T)))
+  if (bytes != need)
     throw std::runtime_error(path.string() + ": " + std::to_string(bytes) + " bytes of data where its shape needs " +
-                             std::to_string(count * static_cast<int64_t>(sizeof(T))) +
-                             (bytes < count * static_cast<int64_t>(sizeof(T)) ? " (short file)" : ""));
+                             std::to_string(need) + (bytes < need ? " (short file)" : ""));
   std::vector<T> data(static_cast<size_t>(count));
   f.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(T)));
   if (!f) throw std::runtime_error(path.string() + ": short file");
