@@ -54,7 +54,7 @@ inline Config tiny_config() {
   c.lr.lr_start = 1e-4;
   c.lr.lr_max = 2e-3;
   c.lr.lr_final_decay = 1e-3;
-  c.lr.lr_final = 1e-4;
+  c.lr.lr_final = 0.0;  // the cool-down falls (as upstream's default; above lr_final_decay · lr_start / lr_max' it would rise)
   c.lr.lr_steps_warmup = 2;
   c.lr.lr_steps_cooldown = 5;
   c.lr.lr_scaling_policy = "const";
