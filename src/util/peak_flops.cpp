@@ -11,14 +11,17 @@ namespace wg {
 namespace {
 // Dense (no sparsity) peaks from NVIDIA's data sheets, TFLOP/s: bf16 tensor
 // cores, and what float32 matrix products get without autocast (TF32 off:
-// LibTorch's default for matmul).
+// LibTorch's default for matmul). The first entry whose text the GPU's
+// name contains is taken, so a variant comes before its family: the H100
+// PCIe ("NVIDIA H100 PCIe") and NVL cards have lower clocks than the SXM
+// ("NVIDIA H100 80GB HBM3").
 struct KnownGpu {
   const char* name_part;
   double bf16, fp32;
 };
 constexpr KnownGpu kKnownGpus[] = {
-    {"H200", 989.4, 66.9}, {"H100", 989.4, 66.9}, {"GH200", 989.4, 66.9},
-    {"A100", 312.0, 19.5}, {"B200", 2250.0, 80.0}, {"L40S", 362.1, 91.6},
+    {"GH200", 989.4, 66.9}, {"H200", 989.4, 66.9}, {"H100 PCIe", 756.5, 51.2}, {"H100 NVL", 835.5, 60.0},
+    {"H100", 989.4, 66.9},  {"A100", 312.0, 19.5}, {"B200", 2250.0, 80.0},     {"L40S", 362.1, 91.6},
 };
 }  // namespace
 

@@ -1,5 +1,6 @@
-// The peak a CPU rank's MFU is measured against (src/util/peak_flops.cpp):
-// a configured peak as given, else the matrix product measured for long
+// The peak a rank's MFU is measured against (src/util/peak_flops.cpp): a
+// configured peak as given; a known GPU's data-sheet peak, the variant's
+// where a card has several; else the matrix product measured for long
 // enough that an idle core's clock has come up.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,25 @@ TEST(PeakFlops, ConfiguredPeakIsTakenAsGiven) {
   const PeakFlops p = peak_flops(12.5, "cpu", "", false);
   EXPECT_EQ(p.flops, 12.5e12);
   EXPECT_EQ(p.source, "configured (peak_tflops)");
+}
+
+// Looked up by name alone (no CUDA call), so it runs on a machine without a GPU.
+TEST(PeakFlops, KnownGpusTakeTheirVariantsDataSheetPeak) {
+  const struct {
+    const char* name;
+    bool bf16;
+    double tflops;
+  } cases[] = {
+      {"NVIDIA H100 80GB HBM3", true, 989.4}, {"NVIDIA H100 PCIe", true, 756.5},
+      {"NVIDIA H100 NVL", true, 835.5},       {"NVIDIA H100 PCIe", false, 51.2},
+      {"NVIDIA H200", true, 989.4},           {"NVIDIA GH200 480GB", true, 989.4},
+      {"NVIDIA A100-SXM4-80GB", true, 312.0}, {"NVIDIA A100 80GB PCIe", false, 19.5},
+  };
+  for (const auto& c : cases) {
+    const PeakFlops p = peak_flops(0, "cuda:0", c.name, c.bf16);
+    EXPECT_DOUBLE_EQ(p.flops, c.tflops * 1e12) << c.name;
+    EXPECT_EQ(p.source, std::string("data sheet: ") + c.name + (c.bf16 ? " bf16" : " fp32")) << c.name;
+  }
 }
 
 TEST(PeakFlops, MeasuredProductRunsForItsMinimumTime) {
