@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check, one script for a machine with an NVIDIA GPU and a CUDA
-# PyTorch (the device tool's H200: nvcc, CMake, ninja, python3 with torch
+# PyTorch (the device tool's H100 or H200: nvcc, CMake, ninja, python3 with torch
 # and NCCL from pip; no network). It
 #   1. unpacks the Debian packages bench/gpu/fetch_deps.sh put in .gpu_deps/
 #      (carried) into /, never overwriting a file the machine has;
@@ -12,15 +12,16 @@
 #      default_config, healpix_level 5, an ERA5-shaped stream) with wgtrain
 #      itself (loader threads, metrics) in the modes of --trainer-modes
 #      (default: none): median step time, peak reserved memory, MFU (model
-#      FLOPs against the H200's bf16 data-sheet peak), as a table and JSON in
-#      $OUT (or build-gpu/out);
+#      FLOPs against the GPU's bf16 data-sheet peak, src/util/peak_flops.cpp),
+#      as a table and JSON in $OUT (or build-gpu/out);
 #   5. runs the same model against its PyTorch twin on the same GPU
 #      (bench_vs_pytorch --device cuda: the same weights and batch on both
 #      sides, bf16 autocast on both, the twin's attention through torch's
 #      scaled_dot_product_attention): step time, the step's and the reserved
 #      peaks, and MFU per mode, as a table (vs_twin.log) and vs_twin_gpu.json.
 # At most 8 files come back from $OUT: it gets 7.
-# Where there is no GPU it says so and exits 0. Aimed at 8 minutes on an H200.
+# Where there is no GPU it says so and exits 0. Aimed at 8 minutes on an H200
+# (its sm_90 build runs on an H100 as well).
 #   bench/gpu/run.sh [--no-build] [--modes none,selective,full] [--trainer-modes none] [--steps N]
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
