@@ -19,8 +19,10 @@
 // products (m·n·k up to small_sgemm_limit(): the attention kernel's cells
 // of a few points) go to the BLAS's own sgemm_ (dlsym RTLD_NEXT), whose
 // small-matrix kernels take 0.05-0.15 us a call where oneDNN takes 0.3 and
-// more (measured in docs/benchmarks.md). So does what oneDNN does not do
-// as BLAS does: an empty product (k = 0: BLAS scales C by beta; oneDNN
+// more (measured in docs/benchmarks.md). So do, without AVX-512, the
+// weight gradients' long reductions, which OpenBLAS ran faster there
+// (blas_takes_long_reduction), and what oneDNN does not do as BLAS does:
+// an empty product (k = 0: BLAS scales C by beta; oneDNN
 // leaves it), an empty C, alpha 0, transposes other than N and T, and
 // arguments oneDNN rejects, which the BLAS then reports through xerbla as
 // before. oneDNN uses the OpenMP threads of the calling thread (omp_get_max_threads, which
@@ -58,7 +60,8 @@ namespace {
 bool onednn_takes(char transa, char transb, int m, int n, int k, float alpha) {
   const auto plain = [](char t) { return t == 'N' || t == 'n' || t == 'T' || t == 't'; };
   return plain(transa) && plain(transb) && m > 0 && n > 0 && k > 0 && alpha != 0.0f &&
-         int64_t(m) * int64_t(n) * int64_t(k) > wg::small_sgemm_limit();
+         int64_t(m) * int64_t(n) * int64_t(k) > wg::small_sgemm_limit() &&
+         !wg::blas_takes_long_reduction(transa, transb, m, n, k);
 }
 
 }  // namespace
@@ -90,6 +93,13 @@ extern "C" void sgemm_(const char* transa, const char* transb, const int* m, con
 namespace wg {
 
 int64_t small_sgemm_limit() { return vector_isa() == VectorIsa::Avx512 ? kSmallSgemmAvx512 : kSmallSgemmAvx2; }
+
+bool blas_takes_long_reduction(char transa, char transb, int64_t m, int64_t n, int64_t k) {
+  static const bool avx512 = vector_isa() == VectorIsa::Avx512;
+  const auto is = [](char t, char upper) { return t == upper || t == upper - 'A' + 'a'; };
+  return !avx512 && is(transa, 'N') && is(transb, 'T') && k >= kLongReductionMin && k > m && k > n &&
+         m >= kLongReductionMinWidth && n >= kLongReductionMinWidth;
+}
 
 bool onednn_sgemm_built() {
 #ifdef WG_ONEDNN_SGEMM

@@ -101,6 +101,36 @@ TEST(OnednnSgemm, SmallProductsStayTheBlassUpToTheLimitOfThisCpu) {
   EXPECT_TRUE(torch::equal(via_gemm, blas));
 }
 
+// Without AVX-512 a weight gradient's long reduction ('N', 'T', k at
+// least kLongReductionMin and above m and n, both at least
+// kLongReductionMinWidth) is the BLAS's own, bit for bit, as LibTorch's
+// linear runs it in backward; other products of that size stay oneDNN's.
+TEST(OnednnSgemm, LongReductionsAreTheBlassWithoutAvx512) {
+  const bool avx512 = vector_isa() == VectorIsa::Avx512;
+  EXPECT_EQ(blas_takes_long_reduction('N', 'T', 256, 768, 7900), !avx512);
+  EXPECT_EQ(blas_takes_long_reduction('n', 't', 128, 128, 1024), !avx512);
+  EXPECT_FALSE(blas_takes_long_reduction('T', 'N', 256, 768, 7900));  // a forward's or dX's product
+  EXPECT_FALSE(blas_takes_long_reduction('N', 'N', 256, 768, 7900));
+  EXPECT_FALSE(blas_takes_long_reduction('N', 'T', 256, 768, 1023));   // too short
+  EXPECT_FALSE(blas_takes_long_reduction('N', 'T', 1536, 768, 1264));  // k not above m
+  EXPECT_FALSE(blas_takes_long_reduction('N', 'T', 64, 768, 7900));    // too narrow
+  EXPECT_FALSE(blas_takes_long_reduction('N', 'T', 768, 127, 7900));
+  if (avx512) GTEST_SKIP() << "AVX-512: long reductions stay oneDNN's";
+  if (!onednn_sgemm_built()) GTEST_SKIP() << "built with WG_ONEDNN_SGEMM=OFF";
+  ASSERT_NE(blas_sgemm(), nullptr);
+  const int M = 128, N = 160, K = 2048;  // in, out, token rows
+  torch::manual_seed(21);
+  torch::Tensor x = torch::randn({K, M}, torch::requires_grad()), g = torch::randn({K, N});
+  const torch::Tensor w = torch::randn({N, M}, torch::requires_grad());
+  torch::linear(x, w).backward(g);
+  // dW [N, M] row-major is column-major M x N: x (M x K, 'N') · gᵀ (g stored N x K, 'T').
+  torch::Tensor blas = torch::empty({N, M});
+  const float one = 1, zero = 0;
+  blas_sgemm()("N", "T", &M, &N, &K, &one, x.data_ptr<float>(), &M, g.data_ptr<float>(), &N, &zero,
+               blas.data_ptr<float>(), &M);
+  EXPECT_TRUE(torch::equal(w.grad(), blas)) << "max difference " << (w.grad() - blas).abs().max().item<float>();
+}
+
 // One column-major call on copies of the same operands through the
 // process's sgemm_ and the BLAS's; C starts as `c0` ([ldc, n] storage).
 struct Case {

@@ -24,6 +24,18 @@ inline constexpr int64_t kSmallSgemmAvx512 = int64_t(64) * 64 * 64;
 inline constexpr int64_t kSmallSgemmAvx2 = int64_t(32) * 32 * 24;
 int64_t small_sgemm_limit();
 
+// On a CPU without AVX-512, a weight gradient's long reduction is the
+// BLAS's too: the column-major call ('N', 'T') whose k (the token rows)
+// is at least kLongReductionMin and above m and n, with m and n (the
+// layer's widths) at least kLongReductionMinWidth. On an AMD EPYC with
+// AVX2, OpenBLAS ran those 6-25 % faster than oneDNN at cpu_wide (k of
+// 1,264 to 8,927 rows into 256 to 768 wide C; equal on 256 x 256), and
+// about 4 % of the step faster in it (docs/benchmarks.md, "Long
+// reductions on the BLAS"); on AVX-512 oneDNN was the faster on them
+// ("float32 products through oneDNN"), so there they stay oneDNN's.
+inline constexpr int64_t kLongReductionMin = 1024, kLongReductionMinWidth = 128;
+bool blas_takes_long_reduction(char transa, char transb, int64_t m, int64_t n, int64_t k);
+
 // True when this build routes sgemm_ through oneDNN (CMake option
 // WG_ONEDNN_SGEMM, on by default; Debian's libdnnl-dev).
 bool onednn_sgemm_built();
