@@ -104,7 +104,7 @@ TEST(OnednnSgemm, SmallProductsStayTheBlassUpToTheLimitOfThisCpu) {
 // Without AVX-512 a weight gradient's long reduction ('N', 'T', k at
 // least kLongReductionMin and above m and n, both at least
 // kLongReductionMinWidth) is the BLAS's own, bit for bit, as LibTorch's
-// linear runs it in backward; other products of that size stay oneDNN's.
+// linear runs it in backward; the rule leaves other shapes to oneDNN.
 TEST(OnednnSgemm, LongReductionsAreTheBlassWithoutAvx512) {
   const bool avx512 = vector_isa() == VectorIsa::Avx512;
   EXPECT_EQ(blas_takes_long_reduction('N', 'T', 256, 768, 7900), !avx512);

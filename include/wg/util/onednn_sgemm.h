@@ -28,11 +28,12 @@ int64_t small_sgemm_limit();
 // BLAS's too: the column-major call ('N', 'T') whose k (the token rows)
 // is at least kLongReductionMin and above m and n, with m and n (the
 // layer's widths) at least kLongReductionMinWidth. On an AMD EPYC with
-// AVX2, OpenBLAS ran those 6-25 % faster than oneDNN at cpu_wide (k of
-// 1,264 to 8,927 rows into 256 to 768 wide C; equal on 256 x 256), and
-// about 4 % of the step faster in it (docs/benchmarks.md, "Long
-// reductions on the BLAS"); on AVX-512 oneDNN was the faster on them
-// ("float32 products through oneDNN"), so there they stay oneDNN's.
+// AVX2, OpenBLAS took 0.73-0.99 of oneDNN's time on 30 of the 32 such
+// shapes of cpu_wide (k of 1,264 to 8,927 rows into 256 to 768 wide C;
+// within 3 % on the other two, 256 x 256), about 4 % of the step in it
+// (docs/benchmarks.md, "Long reductions on the BLAS"); on AVX-512 oneDNN
+// was the faster on them ("float32 products through oneDNN"), so there
+// they stay oneDNN's.
 inline constexpr int64_t kLongReductionMin = 1024, kLongReductionMinWidth = 128;
 bool blas_takes_long_reduction(char transa, char transb, int64_t m, int64_t n, int64_t k);
 
