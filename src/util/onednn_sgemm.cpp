@@ -95,10 +95,8 @@ namespace wg {
 int64_t small_sgemm_limit() { return vector_isa() == VectorIsa::Avx512 ? kSmallSgemmAvx512 : kSmallSgemmAvx2; }
 
 bool blas_takes_long_reduction(char transa, char transb, int64_t m, int64_t n, int64_t k) {
-  static const bool avx512 = vector_isa() == VectorIsa::Avx512;
-  const auto is = [](char t, char upper) { return t == upper || t == upper - 'A' + 'a'; };
-  return !avx512 && is(transa, 'N') && is(transb, 'T') && k >= kLongReductionMin && k > m && k > n &&
-         m >= kLongReductionMinWidth && n >= kLongReductionMinWidth;
+  return vector_isa() != VectorIsa::Avx512 && (transa == 'N' || transa == 'n') && (transb == 'T' || transb == 't') &&
+         k >= kLongReductionMin && k > m && k > n && m >= kLongReductionMinWidth && n >= kLongReductionMinWidth;
 }
 
 bool onednn_sgemm_built() {
