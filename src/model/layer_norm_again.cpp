@@ -65,8 +65,31 @@ RowsFn rows_fn(bool affine, Form form) {
   return affine ? rows_fn<true, Form::ScaleShift>() : rows_fn<false, Form::ScaleShift>();
 }
 
+// The layer norm from its statistics, in the given form.
 torch::Tensor again(const torch::Tensor& x, const torch::Tensor& mean, const torch::Tensor& rstd,
-                    const torch::Tensor& weight, const torch::Tensor& bias, Form form);
+                    const torch::Tensor& weight, const torch::Tensor& bias, Form form) {
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat && x.is_contiguous() && x.dim() >= 1,
+              "layer_norm_again: x must be a contiguous float32 CPU tensor, got ", x.scalar_type(), " on ", x.device());
+  const int64_t d = x.size(-1), rows = d > 0 ? x.numel() / d : 0;
+  TORCH_CHECK(mean.numel() == rows && rstd.numel() == rows && mean.scalar_type() == torch::kFloat &&
+                  rstd.scalar_type() == torch::kFloat,
+              "layer_norm_again: mean and rstd need one float32 value for each of x's ", rows, " rows, got ",
+              mean.numel(), " and ", rstd.numel());
+  const bool affine = weight.defined();
+  TORCH_CHECK(affine == bias.defined() && (!affine || (weight.numel() == d && bias.numel() == d)),
+              "layer_norm_again: weight and bias must both be given, with ", d, " values each, or neither");
+  const torch::Tensor m = mean.contiguous(), r = rstd.contiguous();
+  const torch::Tensor w = affine ? weight.contiguous() : torch::Tensor(),
+                      b = affine ? bias.contiguous() : torch::Tensor();
+  torch::Tensor y = torch::empty_like(x);
+  const RowsFn fn = rows_fn(affine, form);
+  const float *xp = x.data_ptr<float>(), *mp = m.data_ptr<float>(), *rp = r.data_ptr<float>();
+  const float *wp = affine ? w.data_ptr<float>() : nullptr, *bp = affine ? b.data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1));  // rows a task
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) { fn(xp, mp, rp, wp, bp, yp, begin, end, d); });
+  return y;
+}
 
 // The form whose bits native_layer_norm gives here, if either does.
 std::optional<Form> native_form() {
@@ -91,31 +114,6 @@ std::optional<Form> native_form() {
 std::optional<Form> form_here() {
   static const std::optional<Form> form = native_form();
   return form;
-}
-
-torch::Tensor again(const torch::Tensor& x, const torch::Tensor& mean, const torch::Tensor& rstd,
-                    const torch::Tensor& weight, const torch::Tensor& bias, Form form) {
-  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat && x.is_contiguous() && x.dim() >= 1,
-              "layer_norm_again: x must be a contiguous float32 CPU tensor, got ", x.scalar_type(), " on ", x.device());
-  const int64_t d = x.size(-1), rows = d > 0 ? x.numel() / d : 0;
-  TORCH_CHECK(mean.numel() == rows && rstd.numel() == rows && mean.scalar_type() == torch::kFloat &&
-                  rstd.scalar_type() == torch::kFloat,
-              "layer_norm_again: mean and rstd need one float32 value for each of x's ", rows, " rows, got ",
-              mean.numel(), " and ", rstd.numel());
-  const bool affine = weight.defined();
-  TORCH_CHECK(affine == bias.defined() && (!affine || (weight.numel() == d && bias.numel() == d)),
-              "layer_norm_again: weight and bias must both be given, with ", d, " values each, or neither");
-  const torch::Tensor m = mean.contiguous(), r = rstd.contiguous();
-  const torch::Tensor w = affine ? weight.contiguous() : torch::Tensor(),
-                      b = affine ? bias.contiguous() : torch::Tensor();
-  torch::Tensor y = torch::empty_like(x);
-  const RowsFn fn = rows_fn(affine, form);
-  const float *xp = x.data_ptr<float>(), *mp = m.data_ptr<float>(), *rp = r.data_ptr<float>();
-  const float *wp = affine ? w.data_ptr<float>() : nullptr, *bp = affine ? b.data_ptr<float>() : nullptr;
-  float* yp = y.data_ptr<float>();
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1));  // rows a task
-  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) { fn(xp, mp, rp, wp, bp, yp, begin, end, d); });
-  return y;
 }
 
 }  // namespace
