@@ -18,6 +18,8 @@
 # trixie's reference BLAS, so times mean nothing here. Nothing outside
 # WORK changes. Needs curl, xz, dpkg and patchelf (apt-get install
 # patchelf); not part of `make test`.
+# About 30 minutes on 2 cores (the syntax check 10, a full build 13, the
+# tests 6; a rerun builds again, as configuring rewrites the flags).
 #   bench/gpu/libtorch2_check.sh [WORK]        (default /tmp/wg-libtorch2)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
