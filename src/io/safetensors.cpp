@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace wg {
 
@@ -145,7 +146,10 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& w
     spans.push_back({b, e, file.tensors.size()});
     file.tensors.push_back(std::move(r));
   }
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  // An empty tensor shares its start with the next: by (begin, end), then header order.
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.begin, a.end, a.index) < std::tie(b.begin, b.end, b.index);
+  });
   uint64_t pos = 0;
   for (const Span& s : spans) {
     const std::string& name = file.tensors[s.index].name;
