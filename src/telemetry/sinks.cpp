@@ -17,6 +17,14 @@ bool due(int64_t step, int64_t total, int every) { return (step + 1) % every == 
 
 // Non-finite numbers as JSON null (JSON has no NaN), so every line parses.
 nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+// Why a step took no optimizer step, for its log line.
+const char* skip_note(const StepMetrics& m) {
+  if (!m.skipped) return "";
+  if (m.nonfinite_grad) return " (skipped: non-finite gradient)";
+  if (m.nonfinite_loss) return " (skipped: non-finite loss)";
+  return " (skipped: no target data)";
+}
 }  // namespace
 
 void LogSink::on_step(const StepMetrics& m) {
@@ -27,8 +35,7 @@ void LogSink::on_step(const StepMetrics& m) {
   spdlog::info("step {:>6}/{} loss {:.5f} lr {:.3e} grad_norm {:.3f} samples/s {:.1f} tokens/s {:.0f} "
                "GFLOP/s {:.1f}{} peak {}{}",
                m.step + 1, m.total_steps, m.loss, m.lr, m.grad_norm, m.samples_per_second, m.tokens_per_second,
-               model_flops_per_second(m) * 1e-9, mfu_text, format_bytes(m.peak_bytes),
-               m.skipped ? " (skipped: non-finite loss)" : "");
+               model_flops_per_second(m) * 1e-9, mfu_text, format_bytes(m.peak_bytes), skip_note(m));
 }
 
 void LogSink::on_end(const RunSummary& s) {
@@ -66,6 +73,7 @@ std::string to_json(const StepMetrics& m, const std::vector<std::pair<std::strin
       {"peak_reserved_bytes", m.peak_reserved_bytes},
       {"activation_bytes", m.activation_bytes},
       {"nonfinite_loss", m.nonfinite_loss},
+      {"nonfinite_grad", m.nonfinite_grad},
       {"skipped", m.skipped},
       {"oom_retries", m.oom_retries},
   };

@@ -10,8 +10,8 @@
 //   in one parallel loop over all their elements, each element updated by
 //   one thread from its own four values only; the tensors it writes have
 //   their version counters bumped, as an in-place operation's would be;
-// - clip_and_step's norm is summed in double over fixed blocks, added in
-//   block order: the same for any thread count; the clip factor scales each
+// - gradient_norm() sums in double over fixed blocks, added in block
+//   order: the same for any thread count; step_clipped's factor scales each
 //   gradient element as it is read (the gradients themselves stay as they
 //   were), which is what torch's clipping in place and then the step give.
 #include "wg/train/fused_adamw.h"
@@ -142,14 +142,15 @@ std::vector<torch::Tensor> FusedAdamW::params_with_grad() {
   return out;
 }
 
-double FusedAdamW::clip_and_step(double max_norm) {
+double FusedAdamW::gradient_norm() {
   const std::vector<torch::Tensor> ps = params_with_grad();
   std::vector<torch::Tensor> gs;
   for (const auto& p : ps) gs.push_back(p.grad());
-  if (!std::all_of(gs.begin(), gs.end(), cpu_float)) {  // torch's clipping, then the step
-    const double norm = torch::nn::utils::clip_grad_norm_(ps, max_norm);
-    step_scaled(1.0);
-    return norm;
+  if (gs.empty()) return 0.0;
+  if (!std::all_of(gs.begin(), gs.end(), cpu_float)) {  // as torch::nn::utils::clip_grad_norm_ computes it
+    std::vector<torch::Tensor> norms;
+    for (const auto& g : gs) norms.push_back(g.norm(2));
+    return (norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2)).item<double>();
   }
   // Partial sums over blocks of kNormBlock elements, in parallel, then
   // added in block order.
@@ -166,9 +167,31 @@ double FusedAdamW::clip_and_step(double max_norm) {
   });
   double sum = 0;
   for (const double x : partial) sum += x;
-  const double norm = std::sqrt(sum);
-  const double coef = max_norm / (norm + 1e-6);  // as torch: applied when below 1 (not for a NaN norm)
+  return std::sqrt(sum);
+}
+
+void FusedAdamW::step_clipped(double norm, double max_norm) {
+  const std::vector<torch::Tensor> ps = params_with_grad();
+  if (ps.empty()) return;
+  if (!std::all_of(ps.begin(), ps.end(), [](const torch::Tensor& p) { return cpu_float(p.grad()); })) {
+    // torch's clipping in place, its factor computed in the norm's dtype as
+    // clip_grad_norm_ does (the norm came from that dtype: exact), then the step
+    torch::NoGradGuard no_grad;
+    c10::ScalarType dtype = ps[0].grad().scalar_type();  // the stacked norms' type
+    for (const auto& p : ps) dtype = c10::promoteTypes(dtype, p.grad().scalar_type());
+    const torch::Tensor total = torch::full({}, norm, ps[0].grad().options().dtype(dtype));
+    const torch::Tensor coef = torch::clamp_max(max_norm / (total + 1e-6), 1.0);
+    for (const auto& p : ps) p.grad().mul_(coef);
+    step_scaled(1.0);
+    return;
+  }
+  const double coef = max_norm / (norm + 1e-6);  // as torch: applied when below 1
   step_scaled(coef < 1 ? coef : 1.0);
+}
+
+double FusedAdamW::clip_and_step(double max_norm) {
+  const double norm = gradient_norm();
+  if (std::isfinite(norm)) step_clipped(norm, max_norm);
   return norm;
 }
 

@@ -163,14 +163,13 @@ bool Trainer::attempt_step(const ModelBatch& batch, StepMetrics& m, std::string&
                                ", or on another rank) at step " + std::to_string(m.step) +
                                "; nan_policy is 'error' (set nan_policy: skip to skip such steps)");
     if (++consecutive_skips_ >= config_.max_consecutive_nan_skips)
-      throw NonFiniteLossError("non-finite loss in " + std::to_string(consecutive_skips_) +
+      throw NonFiniteLossError("non-finite loss or gradient in " + std::to_string(consecutive_skips_) +
                                " consecutive steps (max_consecutive_nan_skips), last at step " +
                                std::to_string(m.step));
     spdlog::warn("step {}: non-finite loss, step skipped (nan_policy: skip, {} in a row)", m.step, consecutive_skips_);
     m.skipped = true;
     return false;
   }
-  consecutive_skips_ = 0;
   if (grad_sync_) grad_sync_->begin();
   try {
     loss.backward();
@@ -186,7 +185,29 @@ bool Trainer::attempt_step(const ModelBatch& batch, StepMetrics& m, std::string&
 void Trainer::optimizer_step(StepMetrics& m) {
   for (auto& group : optimizer_->param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(m.lr).betas({schedule_.beta1_at(m.step), adam_.beta2});
-  m.grad_norm = optimizer_->clip_and_step(config_.grad_clip > 0 ? config_.grad_clip : kNoClipping);
+  m.grad_norm = optimizer_->gradient_norm();
+  m.nonfinite_grad = !std::isfinite(m.grad_norm);
+  // The gradients were exchanged, so the ranks' norms agree; asking all
+  // keeps them together should an exchange ever differ.
+  if (any_rank(m.nonfinite_grad)) {
+    // Upstream's GradScaler skips the optimizer step on an inf/NaN gradient
+    // (wg-model.md §10.4); nan_policy decides here, as for the loss.
+    if (config_.nan_policy == NanPolicy::Error)
+      throw NonFiniteLossError("non-finite gradient norm (" + std::to_string(m.grad_norm) + " on rank " +
+                               std::to_string(rank_) + ") at step " + std::to_string(m.step) + " from a finite loss (" +
+                               std::to_string(m.loss) +
+                               "); nan_policy is 'error' (set nan_policy: skip to skip such steps)");
+    if (++consecutive_skips_ >= config_.max_consecutive_nan_skips)
+      throw NonFiniteLossError("non-finite loss or gradient in " + std::to_string(consecutive_skips_) +
+                               " consecutive steps (max_consecutive_nan_skips), last at step " +
+                               std::to_string(m.step));
+    spdlog::warn("step {}: non-finite gradient norm, optimizer step skipped (nan_policy: skip, {} in a row)", m.step,
+                 consecutive_skips_);
+    m.skipped = true;
+    return;
+  }
+  consecutive_skips_ = 0;
+  optimizer_->step_clipped(m.grad_norm, config_.grad_clip > 0 ? config_.grad_clip : kNoClipping);
 }
 
 StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {

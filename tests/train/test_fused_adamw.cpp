@@ -177,13 +177,49 @@ TEST(FusedAdamW, ClipAndStepIsTheSameForOneAndTwoThreads) {
   for (size_t i = 0; i < init.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << i;
 }
 
-TEST(FusedAdamW, ANonFiniteGradientGivesANonFiniteNormAndIsNotScaled) {
-  auto ps = float_params();
-  FusedAdamW opt(ps, options());
-  set_grads(ps, 0);
-  ps[1].mutable_grad()[3] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_TRUE(std::isnan(opt.clip_and_step(0.5)));
-  EXPECT_TRUE(torch::isnan(ps[1][3]).item<bool>());
+// As upstream's GradScaler: a NaN or inf gradient gives a non-finite norm
+// and no step, on the fused path and on torch's (a float64 parameter).
+TEST(FusedAdamW, ANonFiniteGradientGivesANonFiniteNormAndNoStep) {
+  for (const bool fused_path : {true, false}) {
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      SCOPED_TRACE(std::to_string(fused_path) + " " + std::to_string(bad));
+      auto ps = float_params();
+      if (!fused_path) ps[1] = ps[1].detach().to(torch::kFloat64).requires_grad_(true);
+      const auto before = clone(ps);
+      FusedAdamW opt(ps, options());
+      set_grads(ps, 0);
+      ps[1].mutable_grad()[3] = bad;
+      EXPECT_FALSE(std::isfinite(opt.clip_and_step(0.5)));
+      for (size_t i = 0; i < ps.size(); ++i) EXPECT_TRUE(torch::equal(ps[i], before[i])) << i;
+      EXPECT_TRUE(opt.state().empty());  // no moments, no step count
+      set_grads(ps, 1);                  // finite again: it steps
+      EXPECT_TRUE(std::isfinite(opt.clip_and_step(0.5)));
+      EXPECT_FALSE(torch::equal(ps[0], before[0]));
+    }
+  }
+}
+
+// The torch path (a gradient that is not float32) clips with the bits of
+// torch's clip_grad_norm_ and steps as torch's AdamW.
+TEST(FusedAdamW, TorchPathEqualsTorchsClipThenStep) {
+  torch::manual_seed(6);
+  std::vector<torch::Tensor> init{torch::randn({40, 7}, torch::kFloat64), torch::randn({7}, torch::kFloat64),
+                                  torch::randn({1}, torch::kFloat64)};
+  auto a = clone(init), b = clone(init);
+  for (auto* v : {&a, &b})
+    for (auto& p : *v) p.set_requires_grad(true);
+  torch::optim::AdamW reference(a, options());
+  FusedAdamW fused(b, options());
+  for (int k = 0; k < 3; ++k) {
+    set_grads(a, k);
+    set_grads(b, k);
+    const double want = torch::nn::utils::clip_grad_norm_(a, 0.5);
+    reference.step();
+    EXPECT_EQ(fused.clip_and_step(0.5), want);
+    for (size_t i = 0; i + 1 < a.size(); ++i)                    // set_grads leaves the last without a gradient
+      EXPECT_TRUE(torch::equal(b[i].grad(), a[i].grad())) << i;  // clipped in place, as torch
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(b[i], a[i])) << i;
+  }
 }
 
 TEST(FusedAdamW, RefusesAmsgrad) {

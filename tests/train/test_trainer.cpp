@@ -217,6 +217,46 @@ TEST(Trainer, NonFiniteLossIsSkippedUnderPolicySkipThenStops) {
   EXPECT_THROW(t.step_on(bad, 4), NonFiniteLossError);
 }
 
+// A finite loss whose gradient is not finite: upstream's GradScaler skips
+// the optimizer step (wg-model.md §10.4); here nan_policy decides, as for a
+// non-finite loss. A hook makes one parameter's gradient infinite.
+TEST(Trainer, ANonFiniteGradientFollowsNanPolicy) {
+  for (const NanPolicy policy : {NanPolicy::Error, NanPolicy::Skip}) {
+    Config c = tiny_config();
+    c.nan_policy = policy;
+    c.max_consecutive_nan_skips = 2;
+    Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+    torch::Tensor p = t.model()->parameters()[0];
+    const auto before = p.detach().clone();
+    const unsigned hook = p.register_hook([](torch::Tensor g) { return torch::full_like(g, INFINITY); });
+    if (policy == NanPolicy::Error) {
+      std::string what;
+      try {
+        t.step(0);
+      } catch (const NonFiniteLossError& e) {
+        what = e.what();
+      }
+      EXPECT_NE(what.find("non-finite gradient norm (inf"), std::string::npos) << what;
+      continue;
+    }
+    const StepMetrics m = t.step(0);
+    EXPECT_TRUE(m.skipped);
+    EXPECT_TRUE(m.nonfinite_grad);
+    EXPECT_FALSE(m.nonfinite_loss);
+    EXPECT_TRUE(std::isfinite(m.loss));
+    EXPECT_TRUE(torch::equal(before, p));
+    EXPECT_TRUE(t.optimizer().state().empty());  // no parameter stepped
+    p.remove_hook(hook);
+    const StepMetrics good = t.step(1);  // resets the count of skips in a row
+    EXPECT_FALSE(good.skipped);
+    EXPECT_FALSE(good.nonfinite_grad);
+    EXPECT_FALSE(torch::equal(before, p));
+    p.register_hook([](torch::Tensor g) { return torch::full_like(g, NAN); });
+    EXPECT_TRUE(t.step(2).skipped);
+    EXPECT_THROW(t.step(3), NonFiniteLossError);  // the second in a row
+  }
+}
+
 // Upstream divides by zero streams with data and its gradient scaler skips
 // the optimizer step; here the step is skipped explicitly, not counted as a
 // non-finite loss, and the schedule and the weight average still advance.

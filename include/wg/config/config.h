@@ -369,7 +369,7 @@ struct Config {
   LrConfig lr;
   double grad_clip = 1.0;                 // 0: no clipping
   double weight_decay = 0.1;
-  NanPolicy nan_policy = NanPolicy::Error;
+  NanPolicy nan_policy = NanPolicy::Error;  // a non-finite loss or gradient norm: stop (error) or skip the step
   int max_consecutive_nan_skips = 10;
 
   // activation recomputation choices

@@ -28,7 +28,9 @@ struct StepMetrics {
   int64_t peak_reserved_bytes = 0;  // what the allocator held at most (CUDA: the caching allocator's reserve)
   int64_t activation_bytes = 0;     // held at the end of forward
   bool nonfinite_loss = false;      // this rank's loss was NaN or infinite
-  bool skipped = false;             // the step was skipped on every rank (a non-finite loss on some rank, nan_policy: skip)
+  bool nonfinite_grad = false;      // the loss was finite and the gradients' norm (grad_norm) was not
+  bool skipped = false;             // no optimizer step on any rank: no target data, or (nan_policy: skip) a
+                                    // non-finite loss on some rank or a non-finite gradient
   int oom_retries = 0;              // attempts repeated after running out of memory
   double validation_loss = -1;      // after this step (the end of a mini-epoch): the validation loss; < 0: none
   // Per stream, in config order (names in StepLossNames): the stream's loss

@@ -20,11 +20,11 @@
 // rounded in the same places); it does not depend on the thread count.
 //
 // clip_and_step folds gradient-norm clipping into the same pass: the norm
-// of all gradients in one parallel pass (summed in double), then the step
-// with every gradient read scaled by max_norm / (norm + 1e-6) when that is
-// below 1, as torch::nn::utils::clip_grad_norm_ followed by step() (the
-// gradients are left unscaled). Where a gradient is not a contiguous
-// float32 CPU tensor, it runs exactly those two instead.
+// of all gradients in one parallel pass (summed in double: gradient_norm),
+// then the step with every gradient read scaled by max_norm / (norm + 1e-6)
+// when that is below 1 (step_clipped), as torch::nn::utils::clip_grad_norm_
+// followed by step() (the gradients are left unscaled). Where a gradient is
+// not a contiguous float32 CPU tensor, it runs exactly those two instead.
 //
 // A parameter without a gradient is skipped: weights, moments and step
 // count stay as they are, as torch's AdamW does. clear_gradients() is
@@ -39,9 +39,14 @@ class FusedAdamW : public torch::optim::AdamW {
  public:
   FusedAdamW(std::vector<torch::Tensor> params, torch::optim::AdamWOptions options);
   torch::Tensor step(LossClosure closure = nullptr) override;
-  // Clips the gradients' global L2 norm to max_norm and steps; returns the
-  // norm before clipping (NaN or inf when a gradient is not finite, then
-  // nothing is scaled, as torch does).
+  // The global L2 norm of all gradients (NaN or inf when one is not finite).
+  double gradient_norm();
+  // The step with the gradients clipped to max_norm, given their norm from
+  // gradient_norm().
+  void step_clipped(double norm, double max_norm);
+  // Both: returns the norm before clipping. Where it is not finite no step
+  // is taken (weights, moments and step counts stay as they are), as
+  // upstream's GradScaler skips the step (wg-model.md §10.4).
   double clip_and_step(double max_norm);
   // Every parameter's gradient undefined (none), before a step's backward.
   void clear_gradients();
