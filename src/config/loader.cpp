@@ -356,9 +356,13 @@ std::string stream_yaml(const StreamConfig& s) {
   out << YAML::BeginMap << YAML::Key << s.name << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "type" << YAML::Value << s.type;
   list("filenames", s.filenames);
-  list("source", s.source);
+  const auto optional_list = [&](const char* key, const std::optional<std::vector<std::string>>& v) {
+    if (v) return list(key, *v);
+    out << YAML::Key << key << YAML::Value << YAML::Null;  // every channel, not [] (none)
+  };
+  optional_list("source", s.source);
   list("source_exclude", s.source_exclude);
-  list("target", s.target);
+  optional_list("target", s.target);
   list("target_exclude", s.target_exclude);
   out << YAML::Key << "channel_weights" << YAML::Value << YAML::Flow << YAML::BeginMap;
   for (const auto& [channel, w] : s.channel_weights) out << YAML::Key << channel << YAML::Value << w;

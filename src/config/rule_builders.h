@@ -128,6 +128,24 @@ Rule<S> optional_text(std::string key, Get get) {
           false, same_as<S>(get)};
 }
 
+// A list that may be absent or null (std::nullopt), which is not the empty list.
+template <class S, class Get>
+Rule<S> optional_string_list(std::string key, Get get) {
+  return {std::move(key),
+          [get](const YAML::Node& n, S& s) -> Error {
+            if (n.IsNull()) return get(s) = std::nullopt, std::nullopt;
+            if (!n.IsSequence()) return "must be a list of strings or null, " + got(n);
+            std::vector<std::string> out;
+            for (const auto& e : n) {
+              if (!e.IsScalar()) return "must be a list of strings or null, " + got(n);
+              out.push_back(e.Scalar());
+            }
+            get(s) = out;
+            return std::nullopt;
+          },
+          false, same_as<S>(get)};
+}
+
 template <class S, class Get>
 Rule<S> string_list(std::string key, Get get) {
   return {std::move(key),

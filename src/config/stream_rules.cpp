@@ -70,9 +70,9 @@ const std::vector<Rule<StreamConfig>>& stream_rules() {
   static const std::vector<Rule<S>> rules = {
       {"type", stream_type, true, same_as<S>(AT(type))},
       string_list<S>("filenames", AT(filenames)),
-      string_list<S>("source", AT(source)),
+      optional_string_list<S>("source", AT(source)),
       string_list<S>("source_exclude", AT(source_exclude)),
-      string_list<S>("target", AT(target)),
+      optional_string_list<S>("target", AT(target)),
       string_list<S>("target_exclude", AT(target_exclude)),
       number<S>("loss_weight", AT(loss_weight), at_least(0), false),
       {"masking_rate", stream_masking_rate, false, same_as<S>(AT(masking_rate))},

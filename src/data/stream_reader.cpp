@@ -28,10 +28,11 @@ void StreamReader::reset_points(PointSet& p, bool source, bool clear_data) const
   if (clear_data) p.data.clear();
 }
 
-bool channel_selected(const std::string& name, const std::vector<std::string>& include,
+bool channel_selected(const std::string& name, const std::optional<std::vector<std::string>>& include,
                       const std::vector<std::string>& exclude) {
-  bool in = include.empty();
-  for (const std::string& s : include) in = in || name.find(s) != std::string::npos;
+  bool in = !include;
+  if (include)
+    for (const std::string& s : *include) in = in || name.find(s) != std::string::npos;
   if (!in) return false;
   for (const std::string& s : exclude) {
     if (name.find(s) != std::string::npos) return false;
@@ -40,8 +41,10 @@ bool channel_selected(const std::string& name, const std::vector<std::string>& i
 }
 
 void check_includes_match(const std::string& stream, const std::string& file, const std::string& key,
-                          const std::vector<std::string>& include, const std::vector<std::string>& candidates) {
-  for (const std::string& entry : include) {
+                          const std::optional<std::vector<std::string>>& include,
+                          const std::vector<std::string>& candidates) {
+  if (!include) return;
+  for (const std::string& entry : *include) {
     bool hit = false;
     for (const std::string& c : candidates) hit = hit || c.find(entry) != std::string::npos;
     if (!hit) {

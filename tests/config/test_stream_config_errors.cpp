@@ -139,6 +139,27 @@ TEST_F(ConfigTest, UpstreamStreamKeysDecode) {
   EXPECT_EQ(st.pred_head.final_activation, "Softplus");
 }
 
+// Upstream's readers keep a channel when `any()` include entry is in its
+// name: `source: []` keeps none (upstream's CAMS stream files write it),
+// absent or null keeps every one.
+TEST_F(ConfigTest, AnEmptyIncludeListIsNotAnAbsentOne) {
+  const auto stream = [&](const std::string& extra) {
+    return load_config(files({with_streams("b.yml", "", std::string(kStream) + extra)})).streams.at(0);
+  };
+  const StreamConfig absent = stream("");
+  EXPECT_FALSE(absent.source.has_value());
+  EXPECT_FALSE(absent.target.has_value());
+  const StreamConfig null = stream("  source: ~\n  target: null\n");
+  EXPECT_FALSE(null.source.has_value());
+  EXPECT_FALSE(null.target.has_value());
+  const StreamConfig empty = stream("  source: []\n  target: ['t_']\n");
+  ASSERT_TRUE(empty.source.has_value());
+  EXPECT_TRUE(empty.source->empty());
+  EXPECT_EQ(empty.target, std::vector<std::string>{"t_"});
+  EXPECT_EQ(one_problem(files({with_streams("c.yml", "", std::string(kStream) + "  source: t_\n")})),
+            dir.string() + "/streams/s.yml:9: stream 'S1': source must be a list of strings or null, got 't_'");
+}
+
 TEST_F(ConfigTest, StreamLackingTargetReadoutHeads) {
   std::string text = kStream;
   text.replace(text.find("num_layers: 2, num_heads: 2"), 27, "num_layers: 2");

@@ -20,6 +20,7 @@ namespace {
 
 using namespace reader_testing;
 using ::testing::HasSubstr;
+using Names = std::vector<std::string>;  // an include list of ChannelRules
 
 class ObsReaderTest : public ::testing::Test {
  protected:
@@ -82,7 +83,7 @@ TEST_F(ObsReaderTest, SynopRowsChannelsAndNormalisationMatchTheReference) {
                                      "--start 202001010000 --end 202001050000 --len-hrs 6 --step-hrs 6 "
                                      "--source obsvalue --source-exclude rh2m",
                                      tw.count() + 2);
-  const ObsReader r("SYNOP", (dir / "synop.zarr").string(), {{"obsvalue"}, {"rh2m"}, {}, {}});
+  const ObsReader r("SYNOP", (dir / "synop.zarr").string(), {Names{"obsvalue"}, {"rh2m"}, {}, {}});
   EXPECT_EQ(r.index_array(), "idx_197001010000_1");
   EXPECT_EQ(r.num_geoinfos(), 0);  // errata 2: the first obsvalue column follows lon
   EXPECT_EQ(r.source_channels(), m["source"].get<std::vector<std::string>>());
@@ -126,8 +127,8 @@ TEST_F(ObsReaderTest, AtmsGeoinfosOtherBaseAndShortIndex) {
                                      "--base 202001010000 --start 202001010000 --end 202001050000 --len-hrs 6 "
                                      "--step-hrs 6 --source rawbt_1 rawbt_2 rawbt_3 --target-exclude rawbt_22",
                                      tw.count());
-  const ObsReader r("NPP-ATMS", (dir / "atms.zarr").string(), {{"rawbt_1", "rawbt_2", "rawbt_3"}, {}, {}, {"rawbt_22"}},
-                    at("202001010000"));
+  const ObsReader r("NPP-ATMS", (dir / "atms.zarr").string(),
+                    {Names{"rawbt_1", "rawbt_2", "rawbt_3"}, {}, {}, {"rawbt_22"}}, at("202001010000"));
   EXPECT_EQ(r.index_array(), "idx_202001010000_1");
   EXPECT_EQ(r.channels().geoinfos, m["geoinfos"].get<std::vector<std::string>>());
   EXPECT_EQ(r.num_geoinfos(), 4);
@@ -175,12 +176,15 @@ TEST_F(ObsReaderTest, BadInputNamesStreamFileAndKey) {
   EXPECT_THAT(e, HasSubstr("no idx_* array at all"));
   e = reader_error([&] { ObsReader("NPP-ATMS", (dir / "atms.zarr").string(), {}); });  // default base 1970
   EXPECT_THAT(e, HasSubstr("it has: idx_202001010000_1; set base_datetime"));
-  e = reader_error([&] { ObsReader("SYNOP", (dir / "synop.zarr").string(), {{"t2m", "rawbt"}, {}, {}, {}}); });
+  e = reader_error([&] { ObsReader("SYNOP", (dir / "synop.zarr").string(), {Names{"t2m", "rawbt"}, {}, {}, {}}); });
   EXPECT_THAT(e, HasSubstr("source"));
   EXPECT_THAT(e, HasSubstr("'rawbt' matches no selectable channel"));
   e = reader_error([&] { ObsReader("SYNOP", (dir / "synop.zarr").string(), {{}, {"obsvalue"}, {}, {}}); });
   EXPECT_THAT(e, HasSubstr("source"));
   EXPECT_THAT(e, HasSubstr("leave no obsvalue column"));  // upstream: an empty, spoofed stream
+  e = reader_error([&] { ObsReader("SYNOP", (dir / "synop.zarr").string(), {{}, {}, Names{}, {}}); });
+  EXPECT_THAT(e, HasSubstr("target"));
+  EXPECT_THAT(e, HasSubstr("leave no obsvalue column"));  // `target: []` selects none
   e = reader_error([&] { ObsReader("SYNOP", (dir / "missing.zarr").string(), {}); });
   EXPECT_THAT(e, HasSubstr("missing.zarr"));
   EXPECT_THAT(e, HasSubstr("stream 'SYNOP'"));

@@ -22,6 +22,7 @@ namespace {
 
 using namespace reader_testing;
 using ::testing::HasSubstr;
+using Names = std::vector<std::string>;  // an include list of ChannelRules
 
 // ---- time windows ------------------------------------------------------------
 
@@ -202,7 +203,7 @@ TEST_F(AnemoiReaderTest, NameToIndexAndSingularCoordinateNames) {
   const nlohmann::json m =
       reference("o8_n2i.zarr", out, "--start 202001010000 --end 202001020000 --len-hrs 6 --step-hrs 6",
                 "--source t_ 2t msl --target-exclude q_", {0, 1, 2, 3});
-  const AnemoiReader r("ERA5", (dir / "o8_n2i.zarr").string(), {{"t_", "2t", "msl"}, {}, {}, {"q_"}}, tw);
+  const AnemoiReader r("ERA5", (dir / "o8_n2i.zarr").string(), {Names{"t_", "2t", "msl"}, {}, {}, {"q_"}}, tw);
   EXPECT_EQ(r.source_channels(), (std::vector<std::string>{"2t", "msl", "t_850"}));
   EXPECT_EQ(r.target_channels(), m["target"].get<std::vector<std::string>>());
   compare_windows(r, tw, m, out);
@@ -230,14 +231,17 @@ TEST_F(AnemoiReaderTest, BadInputNamesStreamFileAndKey) {
   std::string e = reader_error([&] { AnemoiReader("ERA5", (dir / "nope.zarr").string(), kEra5Rules, tw); });
   EXPECT_THAT(e, HasSubstr("stream 'ERA5'"));
   EXPECT_THAT(e, HasSubstr("nope.zarr"));
-  e = reader_error([&] { AnemoiReader("ERA5", good, {{"t_", "nothing_like_this"}, {}, {}, {}}, tw); });
+  e = reader_error([&] { AnemoiReader("ERA5", good, {Names{"t_", "nothing_like_this"}, {}, {}, {}}, tw); });
   EXPECT_THAT(e, HasSubstr("source"));
   EXPECT_THAT(e, HasSubstr("'nothing_like_this' matches no selectable channel"));
   EXPECT_THAT(e, HasSubstr(good));
-  e = reader_error([&] { AnemoiReader("ERA5", good, {{"lsm"}, {}, {}, {}}, tw); });  // a constant: not selectable
+  e = reader_error([&] { AnemoiReader("ERA5", good, {Names{"lsm"}, {}, {}, {}}, tw); });  // a constant: not selectable
   EXPECT_THAT(e, HasSubstr("'lsm' matches no selectable channel"));
-  e = reader_error([&] { AnemoiReader("ERA5", good, {{}, {}, {"t_"}, {"t_"}}, tw); });
+  e = reader_error([&] { AnemoiReader("ERA5", good, {{}, {}, Names{"t_"}, {"t_"}}, tw); });
   EXPECT_THAT(e, HasSubstr("target"));
+  EXPECT_THAT(e, HasSubstr("leave no channel"));
+  e = reader_error([&] { AnemoiReader("ERA5", good, {Names{}, {}, {}, {}}, tw); });  // none, as upstream
+  EXPECT_THAT(e, HasSubstr("source"));
   EXPECT_THAT(e, HasSubstr("leave no channel"));
   const TimeWindowHandler later = TimeWindowHandler::from_hours(at("203001010000"), at("203002010000"), 6, 6);
   e = reader_error([&] { AnemoiReader("ERA5", good, kEra5Rules, later); });
@@ -290,7 +294,7 @@ TEST(SyntheticReaderTest, DeterministicPerSeedStreamAndTime) {
   EXPECT_NEAR(sum / double(n), 0.0, 0.25);
   EXPECT_NEAR(std::sqrt(sq / double(n)), 1.0, 0.35);
   // Rules apply to synthetic channel names too.
-  const SyntheticReader sel("syn", o, {{}, {"synthetic_4"}, {"synthetic_1"}, {}}, 7);
+  const SyntheticReader sel("syn", o, {{}, {"synthetic_4"}, Names{"synthetic_1"}, {}}, 7);
   EXPECT_EQ(sel.source_channels().size(), 4u);
   EXPECT_EQ(sel.target_channels(), (std::vector<std::string>{"synthetic_1"}));
 }

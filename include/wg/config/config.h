@@ -78,11 +78,12 @@ struct StreamConfig {
   std::vector<std::string> filenames;   // the stores, relative to data_path unless absolute
   // Channel selection, substring rules on the store's variable names: a
   // channel is a source (model input) if some `source` entry occurs in its
-  // name (or `source` is empty) and no `source_exclude` entry does; a target
-  // (in the loss) likewise with `target` / `target_exclude`.
-  std::vector<std::string> source;
+  // name (every channel when `source` is absent or null; none for `[]`, as
+  // upstream) and no `source_exclude` entry does; a target (in the loss)
+  // likewise with `target` / `target_exclude`.
+  std::optional<std::vector<std::string>> source;
   std::vector<std::string> source_exclude;
-  std::vector<std::string> target;
+  std::optional<std::vector<std::string>> target;
   std::vector<std::string> target_exclude;
   std::vector<std::pair<std::string, double>> channel_weights;  // target channel -> loss weight (default 1)
   double loss_weight = 1.0;

@@ -17,6 +17,7 @@
 // No LibTorch.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,11 +46,12 @@ class UnreadableWindow : public ReaderError {
   using ReaderError::ReaderError;
 };
 
-// The stream keys source / source_exclude / target / target_exclude.
+// The stream keys source / source_exclude / target / target_exclude
+// (an include list absent: every channel; empty: none).
 struct ChannelRules {
-  std::vector<std::string> source;
+  std::optional<std::vector<std::string>> source;
   std::vector<std::string> source_exclude;
-  std::vector<std::string> target;
+  std::optional<std::vector<std::string>> target;
   std::vector<std::string> target_exclude;
 };
 
@@ -103,16 +105,18 @@ class StreamReader {
   ReaderChannels channels_;
 };
 
-// §3.1.3's substring rule: keep `name` iff (include is empty or some include
-// entry is a substring of it) and no exclude entry is. Excludes always apply
+// §3.1.3's substring rule: keep `name` iff (there is no include list, or
+// some include entry is a substring of it: an empty list keeps nothing, as
+// upstream's `any()` of none) and no exclude entry is. Excludes always apply
 // (upstream's obs reader drops them when includes are given, §12.15).
-bool channel_selected(const std::string& name, const std::vector<std::string>& include,
+bool channel_selected(const std::string& name, const std::optional<std::vector<std::string>>& include,
                       const std::vector<std::string>& exclude);
 
 // Throws ReaderError(stream, file, key) for an include entry that is a
 // substring of none of `candidates` (upstream silently ignores it).
 void check_includes_match(const std::string& stream, const std::string& file, const std::string& key,
-                          const std::vector<std::string>& include, const std::vector<std::string>& candidates);
+                          const std::optional<std::vector<std::string>>& include,
+                          const std::vector<std::string>& candidates);
 
 // Throws ReaderError when a mean / stdev cannot normalise (non-finite, stdev ≤ 0).
 void check_statistics(const std::string& stream, const std::string& file, const std::string& key,
