@@ -185,20 +185,37 @@ if ((in_slurm)) && [[ -n $time_min ]]; then
   fi
 fi
 
-# Ranks and threads.
+# Ranks and threads. Threads per rank: SLURM_CPUS_PER_TASK (sbatch -c), else
+# the CPUs per node shared by the ranks on a node. Inside Slurm those are the
+# CPUs the job holds on a node (the fewest over its nodes), not the node's
+# cores: a job without --exclusive may hold only part of the node, and srun
+# gets --cpus-per-task=<threads> (see the step below), which must fit in it.
+job_node_cpus() {  # SLURM_JOB_CPUS_PER_NODE, e.g. "72(x2),36": the smallest count; else SLURM_CPUS_ON_NODE
+  local part n min="" parts=()
+  IFS=, read -ra parts <<<"${SLURM_JOB_CPUS_PER_NODE:-}"
+  for part in "${parts[@]}"; do
+    n=${part%%(*}
+    if is_uint "$n" && { [[ -z $min ]] || ((n < min)); }; then min=$n; fi
+  done
+  if [[ -z $min ]] && is_uint "${SLURM_CPUS_ON_NODE:-}"; then min=$SLURM_CPUS_ON_NODE; fi
+  echo "$min"
+}
+node_cpus=""
 if ((in_slurm)); then
   nranks=${SLURM_NTASKS:-1}
   nnodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
   per_node=$(( (nranks + nnodes - 1) / nnodes ))
+  node_cpus=$(job_node_cpus)
 else
   nranks=${ntasks:-1}
   per_node=$nranks
 fi
-if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then
+[[ -n $node_cpus ]] || node_cpus=$(nproc --all)
+if is_uint "${SLURM_CPUS_PER_TASK:-}" && ((SLURM_CPUS_PER_TASK > 0)); then
   threads=$SLURM_CPUS_PER_TASK
 else
-  threads=$(( $(nproc --all) / per_node ))
-  ((threads > 0)) || threads=1
+  threads=$(( node_cpus / per_node ))
+  ((threads > 0)) || threads=1   # more ranks than CPUs (--overcommit)
 fi
 train=("$wgtrain")
 for c in "${abs_configs[@]}"; do train+=(--config "$c"); done
@@ -220,11 +237,12 @@ forward() {  # $1: the signal that reached us
 trap 'forward USR1' USR1
 trap 'forward TERM' TERM
 
-run_step() {  # runs "$@" in the background, output to stdout and $step_log; returns its exit code
-  local rc=0 tee_fd tee_pid
+run_step() {  # LOG CMD...: runs CMD in the background, output to stdout and LOG; returns its exit code
+  local rc=0 tee_fd tee_pid out=$1
+  shift
   # tee ignores TERM/USR1: at the time limit Slurm signals every process, and
   # a dead tee would kill the ranks with SIGPIPE while they save.
-  exec {tee_fd}> >(trap '' TERM USR1 INT; exec tee -a "$step_log")
+  exec {tee_fd}> >(trap '' TERM USR1 INT; exec tee -a "$out")
   tee_pid=$!
   "$@" >&"$tee_fd" 2>&1 {tee_fd}>&- &
   step_pid=$!
@@ -244,6 +262,31 @@ run_step() {  # runs "$@" in the background, output to stdout and $step_log; ret
 }
 
 log "run $run_id in $run_dir: $nranks rank(s), $threads thread(s) per rank, site $site, restart $restart"
+# When does a failed srun step fall back to mpirun? Only when srun could not
+# start MPI ranks at all, never when wgtrain started and failed (exit 2:
+# configuration or data; 1: runtime, NCCL, a crashed rank): rerunning those
+# would only bury the first error under a second run's.
+# Neither srun's exit code nor the log tells the two apart: srun exits 1 both
+# for its own errors (no step created, no pmix plugin) and when a rank exited
+# 1; wgtrain logs nothing before MPI_Init has returned, and its first lines
+# (loading the configuration) carry no marker; its " rank(s) on " line comes
+# only after data loading, NCCL setup and planning, which can fail themselves.
+# So after a failed step (unless USR1/TERM reached us) the same srun command
+# starts `wgtrain --version` on the same ranks: that runs MPI_Init and an
+# allgather over all ranks (DistContext), prints the version and exits 0; it
+# reads no configuration and no data.
+#  - the check fails too: srun --mpi=pmix cannot start MPI ranks here (step
+#    not created, PMIx wire-up failing), so the step failed while starting
+#    the ranks, before wgtrain's own work: it runs again under mpirun inside
+#    the allocation;
+#  - the check succeeds: the ranks did start; the step's exit code stands;
+#  - USR1/TERM arrives during the check: the job is stopping; exit code stands.
+# The check's output goes to launch/srun-check-JOB-RESTART.log. Its time
+# limit is WG_SRUN_CHECK_TIMEOUT seconds (default 180; a check that times
+# out counts as failed).
+mpirun_step() {  # SRUN_CPUS_PER_TASK (site files) must not reach the srun that starts mpirun's daemons
+  run_step "$step_log" env -u SRUN_CPUS_PER_TASK mpirun -np "$nranks" --bind-to none --oversubscribe "${train[@]}"
+}
 rc=0
 if ((in_slurm)); then
   launcher=srun
@@ -252,20 +295,35 @@ if ((in_slurm)); then
     launcher=mpirun
   fi
   if [[ $launcher == srun ]]; then
-    run_step srun --mpi=pmix --kill-on-bad-exit=1 --ntasks="$nranks" "${train[@]}" || rc=$?
-    if ((rc != 0)) && [[ -z $signalled ]] && ! grep -q ' rank(s) on ' "$step_log" 2>/dev/null; then
-      log "srun --mpi=pmix failed to start the ranks (exit $rc); retrying with mpirun"
-      launcher=mpirun rc=0
+    # Slurm >= 22.05 no longer hands sbatch's -c to srun: pass the threads per rank on.
+    srun_cmd=(srun --mpi=pmix --kill-on-bad-exit=1 --ntasks="$nranks" --cpus-per-task="$threads")
+    log "starting: ${srun_cmd[*]} $wgtrain ..."
+    run_step "$step_log" "${srun_cmd[@]}" "${train[@]}" || rc=$?
+    if ((rc != 0)) && [[ -z $signalled ]]; then
+      check_log=$run_dir/launch/srun-check-${SLURM_JOB_ID}-$restart.log check_rc=0
+      log "the srun step failed (exit $rc); checking whether srun can start the ranks at all ($wgtrain --version)"
+      check_s=${WG_SRUN_CHECK_TIMEOUT:-180}
+      { is_uint "$check_s" && ((check_s > 0)); } || check_s=180
+      run_step "$check_log" timeout -k 10 "$check_s" "${srun_cmd[@]}" "$wgtrain" --version ||
+        check_rc=$?
+      if [[ -n $signalled ]]; then
+        log "got SIG$signalled during the check: stopping, not rerunning (step exit $rc)"
+      elif ((check_rc != 0)); then
+        log "srun --mpi=pmix failed to start the ranks (step exit $rc, check exit $check_rc); retrying with mpirun"
+        launcher=mpirun rc=0
+      else
+        log "srun started the ranks (check passed): wgtrain itself failed with exit $rc; not rerunning"
+      fi
     fi
   fi
   if [[ $launcher == mpirun ]]; then
-    run_step mpirun -np "$nranks" --bind-to none --oversubscribe "${train[@]}" || rc=$?
+    mpirun_step || rc=$?
   fi
 else
   if ((nranks > 1)); then
-    run_step mpirun -np "$nranks" --bind-to none --oversubscribe "${train[@]}" || rc=$?
+    mpirun_step || rc=$?
   else
-    run_step "${train[@]}" || rc=$?
+    run_step "$step_log" "${train[@]}" || rc=$?
   fi
 fi
 

@@ -11,6 +11,8 @@ export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-ib0}
 export NCCL_IB_TIMEOUT=${NCCL_IB_TIMEOUT:-50}
 export UCX_TLS=${UCX_TLS:-rc_x,self,sm}
 export UCX_RC_TIMEOUT=${UCX_RC_TIMEOUT:-10s}
-# srun on JUWELS needs the CPU count per task to be passed on explicitly.
+# Slurm >= 22.05 no longer hands sbatch's -c to srun: pass the CPU count per
+# task on (launch.sh also gives its srun --cpus-per-task; this covers any other
+# srun in the job).
 export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-}
 [[ -n $SRUN_CPUS_PER_TASK ]] || unset SRUN_CPUS_PER_TASK

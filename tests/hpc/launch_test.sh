@@ -10,6 +10,10 @@
 # c) bad --time, missing config, unknown option, non-numeric --time: clear
 #    error, nothing submitted
 # d) login-node mode: hpc/launch.sh submits itself with sbatch
+# e) the srun -> mpirun fallback: a configuration error (wgtrain exit 2) is
+#    not rerun; a real srun launch failure is; sbatch -c N reaches srun as
+#    --cpus-per-task (a, d: without -c, the threads per rank fit the CPUs
+#    the job holds, or srun could not create the step)
 set -euo pipefail
 wgdir=$(cd "${1:?usage: $0 WGTRAIN_DIR}" && pwd)
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -62,6 +66,8 @@ grep -q "summary:" "$tmp/a.log" || fail "a) no summary line"
 ja=$(grep -oE "[0-9]+$" "$tmp/a.out" | head -n 1)
 grep -q "launch.sh \[job $ja run slurm-$ja\]" "$tmp/a.log" || fail "a) job id / run id missing from the launcher's log lines"
 grep -q "time limit lowered .* to 5 min" "$tmp/a.log" || fail "a) the job's time limit was not lowered to --time"
+grep -q "starting: srun .* --cpus-per-task=1 " "$tmp/a.log" || fail "a) srun was not given --cpus-per-task=1"
+! grep -q "checking whether srun\|retrying with mpirun" "$tmp/a.log" || fail "a) the srun step failed (fallback taken)"
 [[ -f $tmp/runs/slurm-$ja/launch/cpu_tiny.yml && -f $tmp/runs/slurm-$ja/config.yml ]] || fail "a) no config snapshot in the run folder"
 ranks=$($py - "$prom_port" "$ja" <<'PY'
 import json, sys, urllib.parse, urllib.request
@@ -148,5 +154,46 @@ done
 [[ $state == COMPLETED ]] || fail "d) job $jd ended as '$state'"
 [[ $(job_field "$jd" TimeLimit) == 00:05:00 ]] || fail "d) --time did not become the job's limit"
 grep -q "summary:" "$tmp/wgtrain-$jd.log" || fail "d) no summary in wgtrain-$jd.log"
+# One task holds one of the node's CPUs: one thread, and srun -c 1 (-c with the
+# node's CPU count would not fit the job: the step would fail, then mpirun).
+grep -q "1 rank(s), 1 thread(s) per rank" "$tmp/wgtrain-$jd.log" || fail "d) threads per rank not from the job's CPUs"
+grep -q "starting: srun .* --cpus-per-task=1 " "$tmp/wgtrain-$jd.log" || fail "d) srun was not given --cpus-per-task=1"
+! grep -q "checking whether srun\|retrying with mpirun" "$tmp/wgtrain-$jd.log" || fail "d) the srun step failed (fallback taken)"
 echo "ok: d) login-node mode submitted job $jd (time limit 5 min) and it completed"
+
+# ---- e) srun -> mpirun fallback only when srun cannot start the ranks; -c reaches srun ----
+short=(--time 5 --config "$cfg" "${common[@]}" --set num_mini_epochs=2)
+# e1) wgtrain starts and fails (configuration error, exit 2): no rerun.
+rc=0
+timeout 120 sbatch --wait -n 2 --overcommit -o "$tmp/e1.log" "$launch" "${short[@]}" --set num_mini_epochs=0 \
+  >"$tmp/e1.out" 2>&1 || rc=$?
+((rc == 2)) || fail "e1) a configuration error: sbatch --wait exited $rc, expected wgtrain's 2"
+n=$(grep -c "num_mini_epochs must be" "$tmp/e1.log" || true)
+((n == 1)) || fail "e1) the configuration error appears $n times, expected once (a rerun?)"
+grep -q "srun started the ranks (check passed): wgtrain itself failed with exit 2; not rerunning" "$tmp/e1.log" ||
+  fail "e1) the launcher did not say why it does not rerun"
+! grep -q "retrying with mpirun" "$tmp/e1.log" || fail "e1) a configuration error was rerun under mpirun"
+grep -q "trainer exited with code 2" "$tmp/e1.log" || fail "e1) the launcher did not report exit 2"
+echo "ok: e1) configuration error: exit 2, reported once, not rerun under mpirun"
+# e2) srun cannot create the step: SLURM_GPUS is srun's input variable for
+# --gpus and this cluster has no GPUs, so srun fails before starting any task
+# ("Invalid generic resource"), the check too; mpirun (one node: no srun)
+# starts the ranks and the run finishes.
+rc=0
+SLURM_GPUS=1 timeout 120 sbatch --wait -n 2 --overcommit -o "$tmp/e2.log" "$launch" "${short[@]}" \
+  >"$tmp/e2.out" 2>&1 || rc=$?
+((rc == 0)) || fail "e2) srun launch failure: sbatch --wait exited $rc, expected 0 after the mpirun rerun"
+grep -q "srun: error: .*generic resource" "$tmp/e2.log" || fail "e2) srun did not fail as intended"
+grep -q "srun --mpi=pmix failed to start the ranks (step exit 1, check exit 1); retrying with mpirun" "$tmp/e2.log" ||
+  fail "e2) no fallback to mpirun"
+{ grep -q "2 rank(s) on" "$tmp/e2.log" && grep -q "summary:" "$tmp/e2.log"; } || fail "e2) the mpirun rerun did not train"
+echo "ok: e2) srun could not create the step: rerun under mpirun, 2 ranks trained, exit 0"
+# e3) sbatch -c 2: Slurm >= 22.05 does not hand -c to srun; the launcher does.
+rc=0
+timeout 120 sbatch --wait -n 1 -c 2 -o "$tmp/e3.log" "$launch" "${short[@]}" >"$tmp/e3.out" 2>&1 || rc=$?
+((rc == 0)) || fail "e3) sbatch -c 2 job exited $rc"
+grep -q "1 rank(s), 2 thread(s) per rank" "$tmp/e3.log" || fail "e3) threads per rank not from SLURM_CPUS_PER_TASK"
+grep -q "starting: srun .* --cpus-per-task=2 " "$tmp/e3.log" || fail "e3) srun was not given --cpus-per-task=2"
+! grep -q "checking whether srun\|retrying with mpirun" "$tmp/e3.log" || fail "e3) the srun step failed (fallback taken)"
+echo "ok: e3) sbatch -c 2: srun --cpus-per-task=2, 2 threads per rank"
 echo "launch_test: all checks passed"
