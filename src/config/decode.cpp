@@ -99,6 +99,18 @@ const Schema& config_schema() {
   return s;
 }
 
+const Aliases& config_aliases() {
+  static const Aliases a = [] {
+    Aliases out = recompute_aliases();
+    // WeatherGenerator's names from before mini-epochs: its load_merge_configs
+    // copies them into the new ones (upstream's config/ifs_fesom_config.yml).
+    out["samples_per_epoch"] = "samples_per_mini_epoch";
+    out["num_epochs"] = "num_mini_epochs";
+    return out;
+  }();
+  return a;
+}
+
 const Schema& stream_schema() {
   static const Schema s =
       // variables, pressure_levels, target_file: keys of upstream's CAMS and

@@ -24,6 +24,8 @@ struct Schema {
 
 const Schema& config_schema();
 const Schema& stream_schema();
+// Other spellings of top-level keys -> the key (recomputation flags, the
+// epoch names before mini-epochs).
 const Aliases& config_aliases();
 
 // Unknown keys, and values where a map belongs. `context` is appended to the
@@ -57,6 +59,7 @@ std::optional<double> as_number(const YAML::Node& n);  // finite numbers only
 // ---- recompute_keys.cpp: the activation-recomputation keys ---------------
 const std::vector<std::string>& recompute_keys();           // all of them (canonical)
 const std::vector<std::string>& recompute_required_keys();  // the sections' booleans
+Aliases recompute_aliases();                                // the sections' other flag spellings, legacy flag names
 // Resolves Config::gradient_checkpointing; adds failed keys to `bad`.
 void decode_recompute(const Tree& tree, Config& cfg, bool warn, Problems& problems, std::set<std::string>& bad);
 // Block indices against the sections' block counts (needs the streams).

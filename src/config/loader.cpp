@@ -268,9 +268,18 @@ void split_saved_run_config(const Tree& saved, const std::string& file, bool log
                  ignored.size(), join(ignored, ", "));
 }
 
+// Keys upstream's data sampler adds to each stream of the configuration it
+// then saves (multi_stream_data_sampler.py, "MODIFIES config"): what its
+// readers resolved, not settings. This trainer resolves them again.
+const std::vector<std::string>& resolved_stream_keys() {
+  static const std::vector<std::string> keys = {"train_source_channels", "train_target_channels", "val_source_channels",
+                                                "val_target_channels", "target_channel_weights"};
+  return keys;
+}
+
 // The streams of a saved run configuration: a list of settings maps, each
 // with its `name`.
-void load_saved_streams(const Leaf& leaf, Config& cfg, Loaded& out, Problems& problems) {
+void load_saved_streams(const Leaf& leaf, Config& cfg, bool log, Loaded& out, Problems& problems) {
   const std::string at = leaf.origin.str();
   if (!leaf.value.IsSequence() || leaf.value.size() == 0) {
     problems.push_back(at + ": streams must be a non-empty list of stream settings, " + got(leaf.value));
@@ -278,6 +287,7 @@ void load_saved_streams(const Leaf& leaf, Config& cfg, Loaded& out, Problems& pr
   }
   cfg.streams_directory.clear();
   std::map<std::string, bool> seen;
+  std::vector<std::string> resolved;
   for (const auto& entry : leaf.value) {
     const YAML::Node name = entry.IsMap() ? entry["name"] : YAML::Node();
     if (!name.IsDefined() || !name.IsScalar() || name.Scalar().empty()) {
@@ -290,10 +300,19 @@ void load_saved_streams(const Leaf& leaf, Config& cfg, Loaded& out, Problems& pr
     }
     seen[name.Scalar()] = true;
     YAML::Node settings(YAML::NodeType::Map);
-    for (const auto& kv : entry)
-      if (kv.first.Scalar() != "name") settings[kv.first] = kv.second;
+    for (const auto& kv : entry) {
+      if (kv.first.Scalar() == "name") continue;
+      if (contains(resolved_stream_keys(), kv.first.Scalar())) {
+        if (!contains(resolved, kv.first.Scalar())) resolved.push_back(kv.first.Scalar());
+        continue;
+      }
+      settings[kv.first] = kv.second;
+    }
     add_stream(name.Scalar(), leaf.origin, settings, cfg, out, problems);
   }
+  if (log && !resolved.empty())
+    spdlog::info("{}: the streams' {} (what upstream's readers resolved) are ignored: resolved again here", at,
+                 join(resolved, ", "));
 }
 
 Loaded load_all(const ConfigSources& sources, bool warn) {
@@ -334,7 +353,7 @@ Loaded load_all(const ConfigSources& sources, bool warn) {
   // The saved streams, unless a later file or --set names a streams_directory.
   if (saved_streams && !(dir_leaf && dir_leaf->origin.source != saved_streams->origin.source &&
                          dir_leaf->kind != SourceKind::Default))
-    load_saved_streams(*saved_streams, out.config, out, problems);
+    load_saved_streams(*saved_streams, out.config, warn, out, problems);
   else if (!bad.count("streams_directory"))
     load_streams(out.tree, out.config, warn, out, problems);
   if (!bad.count("data_path")) resolve_data_path(out.tree, out.config, warn);

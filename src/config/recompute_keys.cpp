@@ -26,15 +26,12 @@ std::optional<RecomputeMode> parse_mode(const YAML::Node& n) {
 
 }  // namespace
 
-const Aliases& config_aliases() {
-  static const Aliases a = [] {
-    Aliases out;
-    for (const auto& s : recompute_sections())
-      for (const auto& spelling : s.flag_spellings) out[spelling] = s.flag;
-    for (const auto& l : legacy_recompute_flags()) out[l.old_name] = l.new_name;
-    return out;
-  }();
-  return a;
+Aliases recompute_aliases() {
+  Aliases out;
+  for (const auto& s : recompute_sections())
+    for (const auto& spelling : s.flag_spellings) out[spelling] = s.flag;
+  for (const auto& l : legacy_recompute_flags()) out[l.old_name] = l.new_name;
+  return out;
 }
 
 const std::vector<std::string>& recompute_required_keys() {

@@ -3,6 +3,7 @@
 // list of their settings with a `name`), so that upstream's
 // load_run_config reads a run of this trainer.
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "config/decode.h"
 #include "config/upstream_json.h"
@@ -29,8 +30,11 @@ nlohmann::json to_json(const YAML::Node& n) {
   const std::string& s = n.Scalar();
   if (n.Tag() == "!") return s;  // quoted in the YAML
   if (s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
+  // YAML 1.1's booleans, as PyYAML (under OmegaConf) and yaml-cpp read them
+  static const std::set<std::string> yes = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
+  static const std::set<std::string> no = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
+  if (yes.count(s)) return true;
+  if (no.count(s)) return false;
   if (const auto i = as_int(n)) return *i;
   if (const auto d = as_number(n)) return *d;
   return s;

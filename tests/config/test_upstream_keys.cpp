@@ -138,7 +138,9 @@ TEST_F(ConfigTest, ResolvedYamlMarksNotUsedKeys) {
 }
 
 TEST_F(ConfigTest, UpstreamJsonHoldsTheConfigAndTheStreamsAsUpstreamSavesThem) {
-  const auto f = write("up.yml", "desc: \"a run\"\nlr_max: 5e-5\nforecast_policy: null\nwgtags: {org: ecmwf}\n");
+  const auto f = write("up.yml",
+                       "desc: \"a run\"\nlr_max: 5e-5\nforecast_policy: null\nwgtags: {org: ecmwf, exp: \"no\"}\n"
+                       "shuffle: off\nvalidate_with_ema: no\nwith_fsdp: On\n");
   const LoadedConfig loaded = load_run_config(files({f}));
   const auto j = nlohmann::json::parse(loaded.upstream_json);
   EXPECT_EQ(j.at("desc"), "a run");
@@ -146,6 +148,11 @@ TEST_F(ConfigTest, UpstreamJsonHoldsTheConfigAndTheStreamsAsUpstreamSavesThem) {
   EXPECT_DOUBLE_EQ(j.at("lr_max").get<double>(), 5e-5);
   EXPECT_TRUE(j.at("forecast_policy").is_null());
   EXPECT_EQ(j.at("with_fsdp"), true);
+  // YAML 1.1's other booleans are booleans to PyYAML too (upstream reads
+  // the string "off" as true); a quoted one stays a string
+  EXPECT_EQ(j.at("shuffle"), false);
+  EXPECT_EQ(j.at("validate_with_ema"), false);
+  EXPECT_EQ(j.at("wgtags").at("exp"), "no");
   EXPECT_EQ(j.at("wgtags").at("org"), "ecmwf");
   EXPECT_EQ(j.at("training_mode_config").at("losses").at("LossPhysical").at("loss_fcts"),
             nlohmann::json::parse(R"([["mse", 0.8], ["mae", 0.2]])"));
@@ -166,6 +173,10 @@ TEST_F(ConfigTest, ASavedRunConfigLoadsWithItsStreams) {
   j["data_path_anemoi"] = "/p/anemoi";
   j["model_path"] = "/p/models";
   j["streams_directory"] = "./config/streams/nowhere/";  // the saved streams are used, not this
+  // what upstream's data sampler writes into each stream before saving
+  j["streams"][0]["train_source_channels"] = {"synthetic_0"};
+  j["streams"][0]["val_target_channels"] = {"synthetic_0"};
+  j["streams"][0]["target_channel_weights"] = {1.0};
   const auto saved = write("model_old_latest.json", j.dump());
   ConfigSources s;
   s.files = {saved};
@@ -188,6 +199,22 @@ TEST_F(ConfigTest, ASavedRunConfigLoadsWithItsStreams) {
   s.files = {write("bad.json", j.dump())};
   s.overrides = {};
   EXPECT_EQ(one_problem(s), s.files[0] + ":1: streams must be a non-empty list of stream settings, got '5'");
+}
+
+// WeatherGenerator's names from before mini-epochs (its
+// config/ifs_fesom_config.yml), which its load_merge_configs copies into the
+// new ones; in a saved run configuration too.
+TEST_F(ConfigTest, EpochNamesFromBeforeMiniEpochsSetTheMiniEpochKeys) {
+  const Config c = load_config(files({write("old.yml", "samples_per_epoch: 64\nnum_epochs: 111\n")}));
+  EXPECT_EQ(c.samples_per_mini_epoch, 64);
+  EXPECT_EQ(c.num_mini_epochs, 111);
+  const Config saved =
+      load_config(files({write("model_x_latest.json", R"({"samples_per_epoch": 8, "num_epochs": 2})")}));
+  EXPECT_EQ(saved.samples_per_mini_epoch, 8);
+  EXPECT_EQ(saved.num_mini_epochs, 2);
+  EXPECT_NE(one_problem(files({write("both.yml", "samples_per_epoch: 64\nsamples_per_mini_epoch: 32\n")}))
+                .find("'samples_per_mini_epoch' and 'samples_per_epoch' (line 1) both set samples_per_mini_epoch"),
+            std::string::npos);
 }
 
 }  // namespace wg::config_test
