@@ -12,7 +12,6 @@
 
 #include <c10/util/Exception.h>
 #include <caffe2/serialize/inline_container.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -20,6 +19,7 @@
 #include <map>
 
 #include "io/pickle.h"
+#include "wg/util/atomic_file.h"
 
 namespace wg {
 
@@ -348,11 +348,8 @@ void write_chkpt(const std::string& path, const SafetensorsFile& file) {
       throw ChkptError(path + ": cannot write tensor '" + r.name + "': data size does not match its shape");
   }
   const std::string pkl = state_dict_pickle(file);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   try {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ChkptError(path + ": cannot write (" + std::strerror(errno) + ")");
-    {
+    write_file_atomically(path, [&](std::ostream& out) {
       caffe2::serialize::PyTorchStreamWriter zip([&out](const void* buf, size_t n) -> size_t {
         out.write(static_cast<const char*>(buf), std::streamsize(n));
         return out ? n : 0;
@@ -365,19 +362,13 @@ void write_chkpt(const std::string& path, const SafetensorsFile& file) {
         zip.writeRecord("data/" + std::to_string(k), d.empty() ? &nothing : d.data(), d.size());
       }
       zip.writeEndOfFile();
-    }
-    out.close();
-    if (!out) throw ChkptError(path + ": cannot write (" + std::strerror(errno) + ")");
+    });
   } catch (const c10::Error& e) {
-    std::remove(tmp.c_str());
     throw ChkptError(path + ": cannot write: " + c10_message(e));
-  } catch (...) {
-    std::remove(tmp.c_str());
+  } catch (const ChkptError&) {
     throw;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw ChkptError(path + ": cannot rename the temporary file into place (" + std::strerror(errno) + ")");
+  } catch (const std::runtime_error& e) {
+    throw ChkptError(e.what());
   }
 }
 

@@ -3,8 +3,6 @@
 // tensors tile the data buffer exactly.
 #include "wg/io/safetensors.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +11,8 @@
 #include <set>
 #include <sstream>
 #include <tuple>
+
+#include "wg/util/atomic_file.h"
 
 namespace wg {
 
@@ -208,19 +208,10 @@ std::string serialize_safetensors(const SafetensorsFile& file) {
 
 void write_safetensors(const std::string& path, const SafetensorsFile& file) {
   const std::string bytes = serialize_safetensors(file);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw SafetensorsError(path + ": cannot write (" + std::strerror(errno) + ")");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw SafetensorsError(path + ": cannot rename the temporary file into place (" + std::strerror(errno) + ")");
+  try {
+    write_file_atomically(path, bytes);
+  } catch (const std::runtime_error& e) {
+    throw SafetensorsError(e.what());
   }
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "wg/util/atomic_file.h"
 #include "wg/util/units.h"
 
 namespace wg {
@@ -141,8 +142,7 @@ void JsonlSink::on_step(const StepMetrics& m) {
 }
 
 void JsonlSink::on_end(const RunSummary& s) {
-  std::ofstream f(run_dir_ + "/summary.json");
-  f << to_json(s, prediction_) << '\n';
+  write_file_atomically(run_dir_ + "/summary.json", to_json(s, prediction_) + "\n");
 }
 
 }  // namespace wg

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -24,6 +23,7 @@
 #include "wg/train/stop_request.h"
 #include "wg/train/train_checkpoint.h"
 #include "wg/train/upstream_run.h"
+#include "wg/util/atomic_file.h"
 #include "wg/util/logging.h"
 #include "wg/util/memory.h"
 #include "wg/util/onednn_sgemm.h"
@@ -46,11 +46,7 @@ std::string new_run_id() {
   return std::string(stamp) + "-" + suffix;
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  if (!f) throw std::runtime_error("cannot write " + path.string());
-}
+void write_text(const fs::path& path, const std::string& text) { write_file_atomically(path.string(), text); }
 
 torch::Device rank_device(const Config& config, const NodeInfo& node) {
   if (config.device == "cpu") return torch::kCPU;
@@ -64,6 +60,19 @@ torch::Device rank_device(const Config& config, const NodeInfo& node) {
 // Every rank raises together when any rank failed; `speak` decides who logs.
 [[noreturn]] void fail_together(const std::string& message, bool speak) {
   throw RunError(2, speak ? message : "", RunError::Scope::EveryRankOwn);
+}
+
+// Every rank calls this at the same point with its own error ("" for none).
+// When any rank has one, every rank raises together, so that none waits in a
+// later collective for a rank that left: rank 0 speaks for an error it has
+// (every rank has the same one, as a bad configuration), a rank whose error
+// rank 0 does not have speaks for itself (its log lines name its rank).
+void fail_if_any(const std::string& error, const DistContext& dist) {
+  const bool failed = !error.empty(), lead = dist.rank() == 0;
+  const bool any_failed = dist.size() > 1 ? dist.allreduce_max(failed ? 1 : 0) > 0 : failed;
+  if (!any_failed) return;
+  const bool lead_failed = dist.size() > 1 ? dist.allreduce_max(lead && failed ? 1 : 0) > 0 : failed;
+  fail_together(error, failed && (lead || !lead_failed));
 }
 
 }  // namespace
@@ -100,11 +109,7 @@ Dataset open_data(const Config& config, const DistContext& dist) {
   } catch (const std::invalid_argument& e) {  // a world size, or a model, the configuration cannot use
     error = std::string("configuration: ") + e.what();
   }
-  const bool failed = !error.empty();
-  // Rank 0 speaks for errors every rank has; a rank alone with its error speaks for itself.
-  const bool any_failed = dist.size() > 1 ? dist.allreduce_max(failed ? 1 : 0) > 0 : failed;
-  const bool lead_failed = dist.size() > 1 ? dist.allreduce_max(lead && failed ? 1 : 0) > 0 : failed;
-  if (any_failed) fail_together(error, failed && (lead || !lead_failed));
+  fail_if_any(error, dist);
   // Every rank must see the same training windows, or shards overlap.
   const double windows = double(data->windows());
   const double most = dist.allreduce_max(windows), fewest = -dist.allreduce_max(-windows);
@@ -132,7 +137,23 @@ int default_threads(int ranks_on_node) {
 Placement place_rank(const Config& config, const DistContext& dist) {
   Placement p;
   p.node = dist.node();
-  p.device = rank_device(config, p.node);
+  std::string error;
+  try {  // a node without a usable GPU fails on its ranks alone
+    p.device = rank_device(config, p.node);
+  } catch (const RunError& e) {
+    error = std::string(e.what()) + " (rank " + std::to_string(dist.rank()) + " on " + p.node.hostname + ")";
+  }
+  fail_if_any(error, dist);
+  // device: auto must choose alike everywhere (NCCL or MPI gradients).
+  const double cuda_ranks = dist.size() > 1 ? dist.allreduce_sum(p.device.is_cuda() ? 1 : 0) : 0;
+  if (cuda_ranks > 0 && cuda_ranks < dist.size()) {  // the same on every rank
+    std::string mixed;
+    if (!p.device.is_cuda())
+      mixed = "configuration: device: " + config.device + " found no usable CUDA device on rank " +
+              std::to_string(dist.rank()) + " (" + p.node.hostname + ") but " + std::to_string(int64_t(cuda_ranks)) +
+              " rank(s) have one; the ranks must all train on the GPU or all on the CPU (device: cpu)";
+    fail_if_any(mixed, dist);
+  }
   p.node.device_memory_bytes =
       p.device.is_cuda() ? cuda_device_memory(p.device.index()) : memory_snapshot("cpu").capacity_bytes;
   p.threads = config.num_threads > 0 ? config.num_threads : default_threads(p.node.ranks_on_node);
@@ -153,11 +174,13 @@ void log_plans_per_rank(const DistContext& dist, const Placement& place, const R
 
 RankPlan plan_rank(const Config& config, const Placement& place, const DistContext& dist) {
   RankPlan plan;
-  try {
+  std::string error;
+  try {  // per-node rules: may fail on some nodes only
     plan = plan_for_rank(config, place.node);
   } catch (const std::invalid_argument& e) {
-    throw RunError(2, std::string("configuration: ") + e.what(), RunError::Scope::EveryRankOwn);
+    error = std::string("configuration: ") + e.what();
   }
+  fail_if_any(error, dist);
   if (plan.automatic) return plan;  // logged once the planner has chosen
   spdlog::info("recomputation plan ({}{}):\n{}", plan.plan.summary(),
                plan.rules_applied.empty() ? "" : "; checkpoint_node_rules applied: " + plan.rules_text(),
@@ -216,6 +239,7 @@ Training build_trainer(const Config& config, Dataset data, const RankPlan& plan,
                  peak.source);
   }
   if (options.init_weights.empty()) return t;
+  std::string error;
   try {
     const std::string file = weights_file_in(options.init_weights);  // a file, or a model directory's newest
     const int n = load_weights(*t.trainer->model(), file, parse_weights_mapping(options.init_weights_prefix));
@@ -225,9 +249,10 @@ Training build_trainer(const Config& config, Dataset data, const RankPlan& plan,
       if (const std::string saved = saved_config_of(file); !saved.empty())
         spdlog::info("the configuration it was trained with: {} (this run's comes from --config and --set)", saved);
     }
-  } catch (const std::runtime_error& e) {  // Safetensors/Chkpt/WeightsMismatchError: the same file on every rank
-    throw RunError(2, std::string("--init-weights: ") + e.what());
+  } catch (const std::runtime_error& e) {  // Safetensors/Chkpt/WeightsMismatchError, or a rank's read failing
+    error = std::string("--init-weights: ") + e.what();
   }
+  fail_if_any(error, dist);
   return t;
 }
 

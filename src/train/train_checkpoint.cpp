@@ -13,6 +13,7 @@
 #include "wg/io/training_state.h"
 #include "wg/io/weights.h"
 #include "wg/train/trainer.h"
+#include "wg/util/atomic_file.h"
 #include "wg/util/generator_state.h"
 
 namespace wg {
@@ -35,6 +36,23 @@ std::vector<fs::path> checkpoints_newest_first(const fs::path& dir) {
       out.push_back(e.path());
   std::sort(out.rbegin(), out.rend());
   return out;
+}
+// Rank 0, resuming from `from`: the newer checkpoints, which did not load,
+// are renamed <name>.unloadable (kept for a look, no longer candidates), so
+// that the checkpoints this run writes, at lower steps, are the newest and
+// the pruning of old ones does not take them.
+void set_aside_newer(const std::vector<fs::path>& newest_first, const fs::path& from) {
+  for (const fs::path& dir : newest_first) {
+    if (dir == from) return;
+    fs::path aside = dir.string() + ".unloadable";
+    for (int k = 2; fs::exists(aside); ++k) aside = dir.string() + ".unloadable." + std::to_string(k);
+    std::error_code ec;
+    fs::rename(dir, aside, ec);
+    if (ec)
+      spdlog::warn("could not set aside {}, which does not load: {}", dir.string(), ec.message());
+    else
+      spdlog::warn("{} does not load: moved to {}", dir.string(), aside.string());
+  }
 }
 }  // namespace
 
@@ -60,9 +78,13 @@ void save_checkpoint(const std::string& run_dir, Trainer& trainer, int64_t next_
   dist.barrier();
   if (dist.rank() == 0) {
     fs::remove_all(final_dir);
-    fs::rename(tmp, final_dir);  // the checkpoint exists only once complete
+    fs::rename(tmp, final_dir);  // the checkpoint exists only once complete (its files synced as written)
+    sync_directory(root.string());
+    // The newest `keep`, this one among them: a resume moves aside any newer
+    // one that did not load, so steps only grow here.
     const auto all = checkpoints_newest_first(root);
-    for (size_t i = size_t(std::max(1, keep)); i < all.size(); ++i) fs::remove_all(all[i]);
+    for (size_t i = size_t(std::max(1, keep)); i < all.size(); ++i)
+      if (all[i] != final_dir) fs::remove_all(all[i]);
     spdlog::info("checkpoint written: {} (continues at step {})", final_dir.string(), next_step);
   }
   dist.barrier();
@@ -71,13 +93,21 @@ void save_checkpoint(const std::string& run_dir, Trainer& trainer, int64_t next_
 std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& trainer, const DistContext& dist) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
   const auto candidates = checkpoints_newest_first(root);
+  // Every rank goes through the same candidates and the same collectives for
+  // each, whatever its own load did, so that a rank whose load fails (a file
+  // it cannot read, memory) neither hangs the others nor resumes elsewhere.
+  const int64_t count = int64_t(candidates.size());
+  if (dist.allreduce_min(count) != -dist.allreduce_min(-count))
+    throw std::runtime_error("the ranks see different numbers of checkpoints in " + root.string() + " (this rank " +
+                             std::to_string(count) + "): is it on a shared filesystem?");
   if (candidates.empty()) return std::nullopt;
   for (const fs::path& dir : candidates) {
     std::string why;
+    int64_t next = -1;
     try {
       WeightAverage* ema = trainer.weight_average();
-      const int64_t next = load_training_state((dir / "state.safetensors").string(), *trainer.model(), trainer.optimizer(),
-                                               ema ? &ema->averaged() : nullptr);
+      next = load_training_state((dir / "state.safetensors").string(), *trainer.model(), trainer.optimizer(),
+                                 ema ? &ema->averaged() : nullptr);
       const fs::path rng = dir / ("rng_rank" + std::to_string(dist.rank()) + ".safetensors");
       if (fs::exists(rng)) {
         const SafetensorsFile f = read_safetensors(rng.string());
@@ -88,13 +118,20 @@ std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& traine
         spdlog::warn("{}: no random generator state for rank {} (the job had fewer ranks); dropout draws will differ",
                      dir.string(), dist.rank());
       }
-      // Every rank must resume from the same checkpoint.
-      if (dist.allreduce_max(double(next)) != double(next) || -dist.allreduce_max(-double(next)) != double(next))
-        throw std::runtime_error("ranks disagree on the checkpoint to resume from");
-      if (dist.rank() == 0) spdlog::info("resuming from {} at step {}", dir.string(), next);
-      return next;
     } catch (const std::exception& e) {
       why = e.what();
+    }
+    const bool failed_here = !why.empty();
+    if (dist.allreduce_max(failed_here ? 1.0 : 0.0) > 0) {
+      if (!failed_here) why = "another rank could not load it";
+    } else if (dist.allreduce_max(double(next)) != double(next) || -dist.allreduce_max(-double(next)) != double(next)) {
+      why = "the ranks read different steps from it";  // every rank must resume from the same checkpoint
+    } else {
+      if (dist.rank() == 0) {
+        spdlog::info("resuming from {} at step {}", dir.string(), next);
+        set_aside_newer(candidates, dir);
+      }
+      return next;
     }
     spdlog::warn("skipping checkpoint {}: {}", dir.string(), why);
   }

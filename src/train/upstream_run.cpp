@@ -5,11 +5,11 @@
 #include <torch/torch.h>
 
 #include <cstdio>
-#include <fstream>
 #include <regex>
 #include <stdexcept>
 
 #include "wg/io/weights.h"
+#include "wg/util/atomic_file.h"
 
 namespace wg {
 namespace fs = std::filesystem;
@@ -26,13 +26,7 @@ void write_upstream_model(const fs::path& dir, const std::string& run_id, const 
   fs::create_directories(dir);
   save_weights_chkpt(model, (dir / (run_id + "_" + tag + ".chkpt")).string());
   const fs::path json = dir / ("model_" + run_id + "_" + tag + ".json");
-  const fs::path tmp = json.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << config_json;
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, json);
+  write_file_atomically(json.string(), config_json);
 }
 
 std::string weights_file_in(const std::string& path) {

@@ -3,7 +3,8 @@
 # SIGUSR1 mid-run, stops at a step all ranks agree on, saves and exits 0;
 # run again, B resumes from its checkpoint and finishes. B's loss curve, the
 # two parts concatenated, equals A's exactly. A third start of B finds
-# nothing left to do; a corrupt newest checkpoint is skipped; a run whose
+# nothing left to do; a corrupt newest checkpoint is skipped and set aside,
+# one that a single rank cannot read is skipped by all; a run whose
 # checkpoints are all corrupt stops with an error instead of starting over.
 #   tests/train/resume_test.sh WGTRAIN
 set -euo pipefail
@@ -15,8 +16,8 @@ trap 'rm -rf "$tmp"' EXIT
 epochs=40
 steps=$((epochs * 10))  # cpu_tiny: 10 steps a mini-epoch (40 samples, 2 per rank and step, 2 ranks)
 fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "---- $f"; tail -n 15 "$f"; done; exit 1; }
-train() {  # run_id, log
-  mpirun -np 2 --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu_tiny.yml" \
+train() {  # run_id, log; with limit=S set, a run that hangs fails after S seconds
+  ${limit:+timeout -k 10 "$limit"} mpirun -np 2 --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu_tiny.yml" \
     --set run_root="$tmp/runs" --set run_id="$1" --set num_mini_epochs=$epochs --set embed_dropout_rate=0.1 \
     --set train_log_freq.metrics=1 --set train_log_freq.terminal=100 --set train_log_freq.checkpoint=100 \
     --set telemetry.enabled=false > "$tmp/$2.log" 2>&1
@@ -74,12 +75,25 @@ diff <(curve "$tmp/runs/A/metrics.jsonl" | awk -v s="$resumed_at" '$1 >= s') \
 echo "ok: kill -9 during checkpointing ($partial partial checkpoint dir(s) left): resumed at step $resumed_at to the same curve"
 
 # A corrupt newest checkpoint is skipped with a warning; an all-corrupt set is an error.
-newest=$(ls -d "$tmp"/runs/B/checkpoints/step_* | sort | tail -1)
+newest=$(find "$tmp/runs/B/checkpoints" -maxdepth 1 -regex '.*/step_[0-9]*' | sort | tail -1)
 head -c 100 "$newest/state.safetensors" > "$tmp/cut" && mv "$tmp/cut" "$newest/state.safetensors"
 train B b4 || fail "run with a corrupt newest checkpoint"
 grep -q "skipping checkpoint $newest" "$tmp/b4.log" || fail "corrupt checkpoint not skipped"
-echo "ok: corrupt newest checkpoint skipped"
-for d in "$tmp"/runs/B/checkpoints/step_*; do echo garbage > "$d/state.safetensors"; done
+# set aside (kept for a look), so that the steps the run writes now are not
+# pruned as older than it
+[[ -d $newest.unloadable ]] || fail "the corrupt checkpoint was not set aside as $newest.unloadable"
+echo "ok: corrupt newest checkpoint skipped and set aside"
+# A checkpoint that rank 1 alone cannot read (its generator state cut):
+# every rank skips it together and resumes from the one before; none waits
+# for another.
+newest=$(find "$tmp/runs/B/checkpoints" -maxdepth 1 -regex '.*/step_[0-9]*' | sort | tail -1)  # not the one set aside
+head -c 10 "$newest/rng_rank1.safetensors" > "$tmp/cut" && mv "$tmp/cut" "$newest/rng_rank1.safetensors"
+limit=300 train B b4r || fail "run with a checkpoint rank 1 cannot read (exit $?; 124: it hung)"
+grep -q "skipping checkpoint $newest: another rank could not load it" "$tmp/b4r.log" ||
+  fail "rank 0 did not skip the checkpoint rank 1 could not read"
+grep -q "resuming from .* at step" "$tmp/b4r.log" || fail "no resume from an older checkpoint"
+echo "ok: a checkpoint one rank cannot read is skipped by every rank"
+for d in "$tmp"/runs/B/checkpoints/step_*; do [[ -d $d ]] && echo garbage > "$d/state.safetensors"; done
 if train B b5; then fail "all checkpoints corrupt, yet the run started"; fi
 grep -q "none loads; refusing to train from scratch" "$tmp/b5.log" || fail "no clear error for all-corrupt checkpoints"
 echo "ok: all checkpoints corrupt: clear error, no training from scratch"
