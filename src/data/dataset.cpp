@@ -79,8 +79,10 @@ Dataset::Dataset(const Config& c, int rank, int world)
     if (validation_->num_candidates() == 0)
       throw std::invalid_argument("no validation window: start_date_val " + yyyymmddhhmm(c.start_date_val) +
                                   " to end_date_val " + yyyymmddhhmm(c.end_date_val) + " holds none");
+    // upstream: len = min(windows, samples_per_validation), whole batches per rank
     const int64_t global = int64_t(c.batch_size_validation_per_gpu) * world;
-    validation_steps_ = std::max<int64_t>(1, c.samples_per_validation / global);
+    validation_steps_ =
+        std::max<int64_t>(1, std::min(validation_->num_candidates(), c.samples_per_validation) / global);
     warn_outside(*validation_, "validation period", c.start_date_val, c.end_date_val, warnings_);
   }
 }
@@ -91,12 +93,13 @@ BuiltBatch Dataset::batch(int64_t step) const {
   return train_->batch(sampler_->sample_ids(epoch, step % per_epoch, rank_), epoch);
 }
 
-BuiltBatch Dataset::validation_batch(int64_t index) const {
+BuiltBatch Dataset::validation_batch(int64_t index, int64_t pass) const {
   if (!validation_) throw std::logic_error("the run has no validation (samples_per_validation is 0)");
   std::vector<int64_t> ids;
-  const int64_t first = (index * world_ + rank_) * validation_batch_per_rank_;
+  const int64_t per_pass = validation_steps_ * world_ * validation_batch_per_rank_;
+  const int64_t first = pass * per_pass + (index * world_ + rank_) * validation_batch_per_rank_;
   for (int64_t i = 0; i < validation_batch_per_rank_; ++i) ids.push_back(first + i);
-  return validation_->batch(ids, 0);
+  return validation_->batch(ids, pass);
 }
 
 int64_t Dataset::skipped_samples() const {

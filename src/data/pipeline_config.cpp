@@ -52,7 +52,7 @@ PipelineOptions pipeline_options(const Config& c, bool validation) {
   o.len_hrs = o.mode == TrainingMode::Forecast && c.forecast_delta_hrs > 0 ? c.forecast_delta_hrs : c.len_hrs;
   o.step_hrs = c.step_hrs;
   o.seed = c.data_seed();
-  o.shuffle = c.shuffle;
+  o.shuffle = validation || c.shuffle;  // upstream shuffles validation always (wg-data.md §8.2)
   return o;
 }
 

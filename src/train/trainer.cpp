@@ -294,7 +294,7 @@ int64_t Trainer::steady_base_bytes() const {
   return memory_snapshot(device_name_).current_bytes - grads_held + moments_missing;
 }
 
-double Trainer::validate() {
+double Trainer::validate(int64_t pass) {
   const int64_t n = dataset_.validation_steps();
   if (n == 0) return -1;
   double sum = 0, batches = 0;
@@ -305,7 +305,7 @@ double Trainer::validate() {
     model_->eval();
     try {
       for (int64_t i = 0; i < n; ++i) {
-        const ModelBatch input = to_model_batch(dataset_.validation_batch(i), device_);
+        const ModelBatch input = to_model_batch(dataset_.validation_batch(i, pass), device_);
         ModelOutput out;
         {
           const AutocastGuard autocast(device_.is_cuda() && config_.with_mixed_precision, config_.attention_dtype);
@@ -345,7 +345,7 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control&
     s.peak_bytes = std::max(s.peak_bytes, m.peak_bytes);
     if (k > control.first_step) s.steady_peak_bytes = std::max(s.steady_peak_bytes, m.peak_bytes);
     if ((k + 1) % dataset_.steps_per_epoch() == 0 && dataset_.validation_steps() > 0)
-      s.last_validation_loss = m.validation_loss = validate();
+      s.last_validation_loss = m.validation_loss = validate((k + 1) / dataset_.steps_per_epoch() - 1);
     const bool logged = (k + 1) % config_.train_log_freq.terminal == 0 || k + 1 == total_steps();
     if (logged && !m.skipped) {
       if (!have_first) s.first_loss = m.loss;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "wg/data/dataset.h"
+#include "wg/data/pipeline_config.h"
 
 namespace wg {
 namespace {
@@ -109,6 +110,33 @@ TEST(Dataset, ValidationSamplesAreSplitAcrossRanksAndComeFromTheValidationPeriod
   EXPECT_EQ(ids.size(), 8u);
   c.samples_per_validation = 0;
   EXPECT_EQ(Dataset(c, 0, 1).validation_steps(), 0);
+}
+
+// As upstream's validation set, which advances after each pass and is
+// always shuffled: each pass takes other windows (and masks), and a pass has
+// at most the period's windows.
+TEST(Dataset, EachValidationPassTakesOtherWindowsAndAtMostThePeriods) {
+  Config c = config();
+  c.samples_per_mini_epoch = 40;
+  c.samples_per_validation = 8;
+  c.shuffle = false;              // training's order only
+  c.start_date_val = 1583020800;  // 2020-03-01
+  c.end_date_val = 1583625600;    // 2020-03-08
+  EXPECT_TRUE(pipeline_options(c, true).shuffle);
+  EXPECT_FALSE(pipeline_options(c, false).shuffle);
+  const Dataset d(c, 0, 1);
+  ASSERT_EQ(d.validation_steps(), 8);
+  std::set<int64_t> first, second;
+  for (int64_t i = 0; i < 8; ++i) {
+    first.insert(d.validation_batch(i, 0).windows.at(0));
+    second.insert(d.validation_batch(i, 1).windows.at(0));
+  }
+  EXPECT_EQ(first.size(), 8u);
+  EXPECT_NE(first, second);
+  c.end_date_val = 1583107200;  // one day: fewer windows than samples_per_validation
+  const Dataset short_period(c, 0, 1);
+  EXPECT_LT(short_period.validation_steps(), 8);
+  EXPECT_GE(short_period.validation_steps(), 1);
 }
 
 TEST(Dataset, APeriodWithoutWindowsIsAnError) {

@@ -6,9 +6,11 @@
 // upstream's len(dataset)); each step a rank takes batch_size_per_gpu of
 // them, the ranks' shares disjoint (wg/data/sampler.h); sample id → window
 // by the builder's shuffled window order. Validation (samples_per_validation
-// > 0): the validation period's builder, ids 0 … samples_per_validation − 1
-// spread over the ranks in batches of batch_size_validation_per_gpu,
-// mini-epoch 0 (the same samples every time).
+// > 0): the validation period's builder, always shuffled (as upstream);
+// pass v (after mini-epoch v) takes min(windows, samples_per_validation)
+// samples spread over the ranks in batches of batch_size_validation_per_gpu,
+// ids v·P … v·P + P − 1 with P its samples, masks of mini-epoch v: each pass
+// other windows and masks, as upstream's advancing validation set.
 // Thread-safe: batch() and validation_batch() may run on loader threads.
 #pragma once
 
@@ -42,9 +44,10 @@ class Dataset {
   // The rank's batch for global step `step` (0-based over the whole run).
   BuiltBatch batch(int64_t step) const;
 
-  // Validation batches per rank (0: no validation), and batch `index`.
+  // Validation batches per rank (0: no validation), and batch `index` of
+  // validation pass `pass`.
   int64_t validation_steps() const { return validation_steps_; }
-  BuiltBatch validation_batch(int64_t index) const;
+  BuiltBatch validation_batch(int64_t index, int64_t pass = 0) const;
 
   // Training windows (candidate sample starts), a line describing them, and
   // what the caller should warn about. Opening does not log (the caller decides); an unreadable window logs one warning when it is skipped.

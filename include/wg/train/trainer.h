@@ -90,8 +90,10 @@ class Trainer {
   // eval mode without gradients, on the weight average when
   // validate_with_ema; < 0 when there is no validation. Collective: every
   // rank calls it at the same point. Leaves the random generator as it
-  // found it, so training is the same with and without validation.
-  double validate();
+  // found it, so training is the same with and without validation. `pass`:
+  // the validation pass (after mini-epoch `pass`), whose samples and masks
+  // it takes (wg/data/dataset.h).
+  double validate(int64_t pass = 0);
 
   // Forward and backward on `batch` without exchanging gradients or
   // updating weights (the cost profiler's probe); gradients are set to none
