@@ -171,8 +171,7 @@ std::vector<torch::Tensor> WeatherModelImpl::predict(const ModelBatch& batch, in
     const size_t keys = decoders_[s]->block_keys().size() + 2;
     const torch::Tensor coords = sb.target_coords[size_t(step)];
     const std::vector<int64_t>& lens = sb.target_lens[size_t(step)];
-    if (coords.size(0) == 0 || coords.isnan().any().item<bool>()) {
-      if (coords.size(0) > 0) spdlog::warn("stream '{}': NaN in the target coordinates; no prediction", sb.name);
+    if (coords.size(0) == 0) {
       preds.emplace_back();
       first_key += keys;
       continue;
@@ -181,13 +180,26 @@ std::vector<torch::Tensor> WeatherModelImpl::predict(const ModelBatch& batch, in
     const VarlenSegments within = VarlenSegments::from_lengths(lens, lens, coords.device());
     auto coord_embed = coords_[s];
     auto head = heads_[s];
+    // As upstream: a coordinate embedding with a NaN (NaN coordinates, or
+    // the embedding diverged) gives no prediction for the stream this step.
+    const auto embedded_nan = std::make_shared<bool>(false);  // set by the piece's first run
     std::vector<Piece> pieces;
-    pieces.push_back({pred_keys_[first_key], [coord_embed](const torch::Tensor& tc, Saving) mutable { return coord_embed->forward(tc); },
+    pieces.push_back({pred_keys_[first_key],
+                      [coord_embed, embedded_nan](const torch::Tensor& tc, Saving) mutable {
+                        torch::Tensor e = coord_embed->forward(tc);
+                        *embedded_nan = *embedded_nan || e.isnan().any().item<bool>();
+                        return e;
+                      },
                       coord_embed->parameters(), pred_modes_[first_key]});
     decoders_[s]->add_pieces(pieces, pred_modes_, first_key + 1, tokens, kv_rows, coords, to_latent, within);
     pieces.push_back({pred_keys_[first_key + keys - 1], [head](const torch::Tensor& e, Saving) mutable { return head->forward(e); },
                       head->parameters(), pred_modes_[first_key + keys - 1]});
-    preds.push_back(run_pieces(pieces, coords, observer_));
+    torch::Tensor pred = run_pieces(pieces, coords, observer_);
+    if (*embedded_nan) {
+      spdlog::warn("stream '{}': NaN in the embedded target coordinates; no prediction (as upstream)", sb.name);
+      pred = torch::Tensor();
+    }
+    preds.push_back(pred);
     first_key += keys;
   }
   return preds;

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "../common/tiny_config.h"
@@ -200,6 +201,31 @@ TEST(WeatherModel, EmptyCellsKeepTheirQueryAndTwicePeGlobal) {
     EXPECT_TRUE(torch::allclose(latent[g / C][g % C], want, 1e-6, 1e-6)) << "cell " << g;
   }
   EXPECT_GT(empty, 0) << "the tiny config should leave some cells without tokens";
+}
+
+// As upstream (model.py: isnan(tc_tokens)): a NaN in a stream's embedded
+// target coordinates (the embedding diverged) gives no prediction for that
+// stream this step; the others predict as before.
+TEST(WeatherModel, ANanCoordinateEmbeddingGivesNoPredictionForItsStream) {
+  Config c = without_dropout(tiny_config());
+  Dataset data(c, 0, 1);
+  torch::manual_seed(c.seed);
+  WeatherModel model(model_options(c, data.stream_shapes()));
+  model->eval();
+  const ModelBatch in = to_model_batch(data.batch(0), torch::kCPU);
+  ASSERT_GE(in.streams.size(), 2u);
+  torch::NoGradGuard no_grad;
+  const ModelOutput before = model->forward(in);
+  ASSERT_TRUE(before.preds.at(0).at(0).defined());
+  const std::string name = "embed_target_coords." + in.streams[0].name + ".linear.weight";
+  bool found = false;
+  for (auto& p : model->named_parameters())
+    if (p.key() == name) p.value()[0][0] = std::numeric_limits<float>::quiet_NaN(), found = true;
+  ASSERT_TRUE(found) << name;
+  const ModelOutput after = model->forward(in);
+  EXPECT_FALSE(after.preds.at(0).at(0).defined());
+  ASSERT_TRUE(after.preds.at(0).at(1).defined());
+  EXPECT_TRUE(torch::equal(after.preds.at(0).at(1), before.preds.at(0).at(1)));
 }
 
 // Upstream indexes pe_embed (1024 rows) unchecked: a cell with more source

@@ -37,7 +37,7 @@ struct ModelOutput {
   // [prediction i][stream]: [ens, P, channels] for target step
   // forecast_offset + i (every sample's points, global-cell order);
   // undefined when the stream has no target point at that step (or its
-  // coordinates hold NaN).
+  // embedded target coordinates hold NaN, as upstream).
   std::vector<std::vector<torch::Tensor>> preds;
   // With record_sections: "embed", "ae_local", "ae_adapter",
   // "ae_aggregation", "ae_global", "forecast.<f>" (docs/step-dump.md).
