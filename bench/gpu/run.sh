@@ -7,7 +7,8 @@
 #   2. builds against that PyTorch's LibTorch and pip's NCCL (build-gpu/);
 #   3. runs the CUDA tests: attention cores on CUDA against the CPU kernel,
 #      a bf16 step (caching allocator's reserved >= allocated, recomputation
-#      = none), the 1-rank NCCL communicator;
+#      = none), the 1-rank NCCL communicator, a checkpoint holding the GPU's
+#      generator state;
 #   4. trains the default model (config/gpu_bench.yml: upstream's
 #      default_config, healpix_level 5, an ERA5-shaped stream) with wgtrain
 #      itself (loader threads, metrics) in the modes of --trainer-modes
@@ -106,7 +107,7 @@ build-gpu/tests/wg_tests_model --gtest_filter='Gpu.*:AttentionCore.*:Flops.*' 2>
 grep -q "FAILED" "$out/tests_model.log" && rc=1
 grep -q "SKIPPED" "$out/tests_model.log" && { echo "a GPU test skipped on a GPU machine"; rc=1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-mpirun -np 1 build-gpu/tests/wg_tests_dist --gtest_filter='DataParallel.Nccl*' > "$out/tests_nccl.log" 2>&1 || rc=1
+mpirun -np 1 build-gpu/tests/wg_tests_dist --gtest_filter='DataParallel.Nccl*:DataParallel.Gpu*' > "$out/tests_nccl.log" 2>&1 || rc=1
 tail -5 "$out/tests_nccl.log"
 grep -q "SKIPPED" "$out/tests_nccl.log" && { echo "the NCCL test skipped: this build has no NCCL"; rc=1; }
 

@@ -21,6 +21,10 @@ namespace wg {
 namespace fs = std::filesystem;
 
 namespace {
+// The name in rng_rank<r>.safetensors of the state of the rank's GPU's
+// generator (dropout draws there), beside "cpu".
+constexpr const char* kDeviceGenerator = "device";
+
 std::string step_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step_%010lld", (long long)step);
@@ -66,10 +70,11 @@ void save_checkpoint(const std::string& run_dir, Trainer& trainer, int64_t next_
     fs::create_directories(tmp);
   }
   dist.barrier();
-  {  // every rank's own generator state (dropout draws differ per rank)
-    const GeneratorStates cpu = GeneratorStates::capture(c10::Device(c10::DeviceType::CPU));
+  {  // every rank's own generator states (dropout draws differ per rank): the CPU's, and its GPU's
+    const GeneratorStates states = GeneratorStates::capture(trainer.device());
     SafetensorsFile f;
-    f.tensors.push_back(to_record("cpu", cpu.states().front(), DType::U8));
+    f.tensors.push_back(to_record("cpu", states.states().front(), DType::U8));
+    if (states.states().size() > 1) f.tensors.push_back(to_record(kDeviceGenerator, states.states()[1], DType::U8));
     write_safetensors((tmp / ("rng_rank" + std::to_string(dist.rank()) + ".safetensors")).string(), f);
   }
   if (dist.rank() == 0)
@@ -111,9 +116,25 @@ std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& traine
       const fs::path rng = dir / ("rng_rank" + std::to_string(dist.rank()) + ".safetensors");
       if (fs::exists(rng)) {
         const SafetensorsFile f = read_safetensors(rng.string());
-        const TensorRecord* r = f.find("cpu");
-        if (!r || r->dtype != DType::U8) throw SafetensorsError(rng.string() + ": no U8 tensor 'cpu'");
-        GeneratorStates::cpu_from(to_tensor(*r)).restore();
+        const auto state = [&](const char* name) {
+          const TensorRecord* r = f.find(name);
+          if (r && r->dtype != DType::U8) throw SafetensorsError(rng.string() + ": tensor '" + name + "' is not U8");
+          return r ? to_tensor(*r) : torch::Tensor();
+        };
+        const torch::Tensor cpu = state("cpu"), device = state(kDeviceGenerator);
+        if (!cpu.defined()) throw SafetensorsError(rng.string() + ": no U8 tensor 'cpu'");
+        const torch::Device on = trainer.device();
+        if (on.is_cpu()) {
+          GeneratorStates::from(on, {cpu}).restore();
+        } else if (device.defined()) {
+          GeneratorStates::from(on, {cpu, device}).restore();
+        } else {  // written by a run on the CPU
+          GeneratorStates::from(torch::kCPU, {cpu}).restore();
+          spdlog::warn(
+              "{}: no {} generator state (a checkpoint of a run on the CPU); the GPU's dropout draws will "
+              "differ from an uninterrupted run's",
+              rng.string(), on.str());
+        }
       } else {
         spdlog::warn("{}: no random generator state for rank {} (the job had fewer ranks); dropout draws will differ",
                      dir.string(), dist.rank());

@@ -20,10 +20,13 @@ GeneratorStates GeneratorStates::capture(const c10::Device& device) {
   return s;
 }
 
-GeneratorStates GeneratorStates::cpu_from(const at::Tensor& state) {
+GeneratorStates GeneratorStates::from(const c10::Device& device, const std::vector<at::Tensor>& states) {
   GeneratorStates s;
   s.generators_.push_back(at::globalContext().defaultGenerator(c10::DeviceType::CPU));
-  s.states_.push_back(state);
+  if (device.type() != c10::DeviceType::CPU) s.generators_.push_back(at::globalContext().defaultGenerator(device));
+  TORCH_CHECK(states.size() == s.generators_.size(), "GeneratorStates::from: ", states.size(), " states for ",
+              s.generators_.size(), " generators");
+  s.states_ = states;
   return s;
 }
 

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
 
 #include "../common/tiny_config.h"
 #include "dist_test_context.h"
@@ -10,6 +14,7 @@
 #include "wg/dist/context.h"
 #include "wg/dist/devices.h"
 #include "wg/config/recompute_sections.h"
+#include "wg/train/train_checkpoint.h"
 #include "wg/train/trainer.h"
 
 namespace wg {
@@ -136,6 +141,27 @@ TEST(DataParallel, NcclAllreduceOnTheGpu) {
   comm->allreduce_sum(x.data_ptr<float>(), size_t(x.numel()));
   const int n = test_dist().size();
   EXPECT_EQ(x.cpu()[0].item<float>(), float(n * (n + 1) / 2));
+}
+
+// A training checkpoint holds each rank's GPU generator too (dropout draws
+// there): after resuming, the GPU draws what it drew after the save.
+TEST(DataParallel, GpuGeneratorStateSurvivesACheckpoint) {
+  if (cuda_device_count() == 0 || !torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device on this machine";
+  const int device = device_for_local_rank(test_dist().node().local_rank, cuda_device_count());
+  const torch::Device gpu(torch::kCUDA, device);
+  Config c = dp_config();
+  c.device = "cuda";
+  Trainer t(c, Dataset(c, test_dist().rank(), test_dist().size()), resolve_plan(c), gpu);
+  const std::string dir = test_dist().broadcast_string(
+      (std::filesystem::temp_directory_path() / ("wg_gpu_rng_" + std::to_string(::getpid()))).string());
+  torch::cuda::manual_seed_all(7 + uint64_t(test_dist().rank()));
+  save_checkpoint(dir, t, 3, test_dist(), 1);
+  const torch::Tensor after_save = torch::rand({8}, gpu).cpu();
+  torch::cuda::manual_seed_all(99);  // elsewhere
+  ASSERT_EQ(resume_latest(dir, t, test_dist()), std::optional<int64_t>(3));
+  EXPECT_TRUE(torch::equal(torch::rand({8}, gpu).cpu(), after_save));
+  test_dist().barrier();
+  if (test_dist().rank() == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -142,6 +142,7 @@ class Trainer {
   // The weight average (null without validate_with_ema).
   WeightAverage* weight_average() { return ema_.get(); }
   const std::string& device_name() const { return device_name_; }
+  const torch::Device& device() const { return device_; }
   int64_t parameter_count() const;
   // The model's FLOPs on `batch` as this trainer runs them: on the CPU its
   // attention cores run again as the kernel's joint passes (flops.h).

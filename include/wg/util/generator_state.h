@@ -17,8 +17,9 @@ class GeneratorStates {
   // The generators a computation on `device` may draw from (CPU always),
   // their states now.
   static GeneratorStates capture(const c10::Device& device);
-  // The CPU generator only, from a saved state tensor (uint8).
-  static GeneratorStates cpu_from(const at::Tensor& state);
+  // The generators of capture(device), in its order (CPU first), from saved
+  // states (uint8), one per generator.
+  static GeneratorStates from(const c10::Device& device, const std::vector<at::Tensor>& states);
 
   void restore() const;
   const std::vector<at::Tensor>& states() const { return states_; }
