@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "wg/dist/context.h"
 #include "wg/io/safetensors.h"
@@ -41,6 +43,36 @@ std::vector<fs::path> checkpoints_newest_first(const fs::path& dir) {
   std::sort(out.rbegin(), out.rend());
   return out;
 }
+// The ranks and per-rank batch of the run that wrote a checkpoint: its step
+// numbers (data order, learning-rate schedule, weight average) count global
+// batches of their product, so only a run of the same layout continues it.
+constexpr const char* kLayoutFile = "layout.json";
+
+std::string layout_of(int ranks, int batch_per_rank) {
+  return nlohmann::json{{"ranks", ranks}, {"batch_size_per_gpu", batch_per_rank}}.dump() + "\n";
+}
+
+// Rank 0: "" when `dir` was written with this layout (or before layouts
+// were written), else why this run cannot continue it.
+std::string layout_mismatch(const fs::path& dir, int ranks, int batch_per_rank) {
+  std::ifstream in(dir / kLayoutFile);
+  if (!in) return "";
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(in);
+    const int r = saved.at("ranks").get<int>(), b = saved.at("batch_size_per_gpu").get<int>();
+    if (r == ranks && b == batch_per_rank) return "";
+    return dir.string() + " was written by a run of " + std::to_string(r) + " rank(s) with batch_size_per_gpu " +
+           std::to_string(b) + "; this run has " + std::to_string(ranks) + " and " + std::to_string(batch_per_rank) +
+           ", and its step numbers (data order, learning-rate schedule, weight average) count batches of " +
+           std::to_string(r * b) +
+           " samples: resume it with that layout, or start a new run (another run_id) from "
+           "its weights (--init-weights with the run's directory: its _latest.chkpt)";
+  } catch (const nlohmann::json::exception& e) {
+    return (dir / kLayoutFile).string() + ": not readable (" + e.what() + ")";
+  }
+}
+
 // Rank 0, resuming from `from`: the newer checkpoints, which did not load,
 // are renamed <name>.unloadable (kept for a look, no longer candidates), so
 // that the checkpoints this run writes, at lower steps, are the newest and
@@ -77,6 +109,8 @@ void save_checkpoint(const std::string& run_dir, Trainer& trainer, int64_t next_
     if (states.states().size() > 1) f.tensors.push_back(to_record(kDeviceGenerator, states.states()[1], DType::U8));
     write_safetensors((tmp / ("rng_rank" + std::to_string(dist.rank()) + ".safetensors")).string(), f);
   }
+  if (dist.rank() == 0)  // what a step means: the samples it takes, and how they are shared
+    write_file_atomically((tmp / kLayoutFile).string(), layout_of(dist.size(), trainer.dataset().batch_per_rank()));
   if (dist.rank() == 0)
     save_training_state((tmp / "state.safetensors").string(), *trainer.model(), trainer.optimizer(), next_step,
                         trainer.weight_average() ? trainer.weight_average()->averaged() : std::vector<torch::Tensor>{});
@@ -148,6 +182,9 @@ std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& traine
     } else if (dist.allreduce_max(double(next)) != double(next) || -dist.allreduce_max(-double(next)) != double(next)) {
       why = "the ranks read different steps from it";  // every rank must resume from the same checkpoint
     } else {
+      const std::string mismatch = dist.broadcast_string(
+          dist.rank() == 0 ? layout_mismatch(dir, dist.size(), trainer.dataset().batch_per_rank()) : "");
+      if (!mismatch.empty()) throw std::runtime_error(mismatch);  // every rank, together
       if (dist.rank() == 0) {
         spdlog::info("resuming from {} at step {}", dir.string(), next);
         set_aside_newer(candidates, dir);

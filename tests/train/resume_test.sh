@@ -4,7 +4,8 @@
 # run again, B resumes from its checkpoint and finishes. B's loss curve, the
 # two parts concatenated, equals A's exactly. A third start of B finds
 # nothing left to do; a corrupt newest checkpoint is skipped and set aside,
-# one that a single rank cannot read is skipped by all; a run whose
+# one that a single rank cannot read is skipped by all; resuming with
+# another number of ranks is refused; a run whose
 # checkpoints are all corrupt stops with an error instead of starting over.
 #   tests/train/resume_test.sh WGTRAIN
 set -euo pipefail
@@ -16,8 +17,8 @@ trap 'rm -rf "$tmp"' EXIT
 epochs=40
 steps=$((epochs * 10))  # cpu_tiny: 10 steps a mini-epoch (40 samples, 2 per rank and step, 2 ranks)
 fail() { echo "FAIL: $*"; for f in "$tmp"/*.log; do echo "---- $f"; tail -n 15 "$f"; done; exit 1; }
-train() {  # run_id, log; with limit=S set, a run that hangs fails after S seconds
-  ${limit:+timeout -k 10 "$limit"} mpirun -np 2 --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu_tiny.yml" \
+train() {  # run_id, log; with limit=S set, a run that hangs fails after S seconds; np=N ranks (2)
+  ${limit:+timeout -k 10 "$limit"} mpirun -np "${np:-2}" --oversubscribe --bind-to none "$wgtrain" --config "$src/config/cpu_tiny.yml" \
     --set run_root="$tmp/runs" --set run_id="$1" --set num_mini_epochs=$epochs --set embed_dropout_rate=0.1 \
     --set train_log_freq.metrics=1 --set train_log_freq.terminal=100 --set train_log_freq.checkpoint=100 \
     --set telemetry.enabled=false > "$tmp/$2.log" 2>&1
@@ -93,6 +94,11 @@ grep -q "skipping checkpoint $newest: another rank could not load it" "$tmp/b4r.
   fail "rank 0 did not skip the checkpoint rank 1 could not read"
 grep -q "resuming from .* at step" "$tmp/b4r.log" || fail "no resume from an older checkpoint"
 echo "ok: a checkpoint one rank cannot read is skipped by every rank"
+# Another number of ranks would give the step numbers another meaning: refused.
+if np=1 train B b4w; then fail "a 2-rank run resumed with 1 rank"; fi
+grep -q "was written by a run of 2 rank(s) with batch_size_per_gpu 2; this run has 1 and 2" "$tmp/b4w.log" ||
+  fail "no clear error for resuming with another number of ranks"
+echo "ok: resuming with another number of ranks is refused"
 for d in "$tmp"/runs/B/checkpoints/step_*; do [[ -d $d ]] && echo garbage > "$d/state.safetensors"; done
 if train B b5; then fail "all checkpoints corrupt, yet the run started"; fi
 grep -q "none loads; refusing to train from scratch" "$tmp/b5.log" || fail "no clear error for all-corrupt checkpoints"

@@ -40,6 +40,7 @@ class Dataset {
   int64_t steps_per_epoch() const { return sampler_->steps_per_epoch(); }
   int64_t total_steps() const { return steps_per_epoch() * num_epochs_; }
   int64_t samples_per_epoch() const { return samples_per_epoch_; }
+  int batch_per_rank() const { return batch_per_rank_; }  // batch_size_per_gpu
 
   // The rank's batch for global step `step` (0-based over the whole run).
   BuiltBatch batch(int64_t step) const;
