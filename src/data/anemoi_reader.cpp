@@ -268,6 +268,8 @@ AnemoiReader::~AnemoiReader() = default;
 
 int64_t AnemoiReader::data_start() const { return s_->data_start(); }
 int64_t AnemoiReader::data_end() const { return s_->data_end(); }
+int64_t AnemoiReader::store_first_date() const { return s_->dates.front(); }
+int64_t AnemoiReader::store_last_date() const { return s_->dates.back(); }
 int64_t AnemoiReader::period() const { return s_->period; }
 int64_t AnemoiReader::num_grid_points() const { return s_->num_grid; }
 const std::vector<int64_t>& AnemoiReader::source_index() const { return s_->src_idx; }

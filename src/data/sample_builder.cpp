@@ -179,12 +179,14 @@ void SampleBuilder::sample(int64_t sample_id, int64_t mini_epoch, BuiltSample& o
   const auto ws = shared_->workspaces.acquire();
   out.sample_id = sample_id;
   bool passed_unreadable = false;
+  int64_t unreadable = 0, without_target = 0;  // for the error when every try fails
   for (int64_t j = 0; j < tries; ++j) {
     const int64_t window = order_[size_t((pos + j) % n)];
     {
       std::lock_guard<std::mutex> lock(shared_->mutex);
       if (shared_->unreadable.count(window)) {
         passed_unreadable = true;
+        ++unreadable;
         continue;
       }
     }
@@ -205,12 +207,14 @@ void SampleBuilder::sample(int64_t sample_id, int64_t mini_epoch, BuiltSample& o
     }
     if (!readable) {
       passed_unreadable = true;
+      ++unreadable;
       continue;
     }
     const bool no_target =
         std::all_of(out.streams.begin(), out.streams.end(), [](const StreamSample& s) { return s.target_empty(); });
     if (no_target) {  // §7.1: upstream drops the sample and takes the next position
       shared_->dropped.fetch_add(1);
+      ++without_target;
       continue;
     }
     if (passed_unreadable) shared_->skipped.fetch_add(1);
@@ -221,8 +225,10 @@ void SampleBuilder::sample(int64_t sample_id, int64_t mini_epoch, BuiltSample& o
   }
   throw PipelineError("(all streams)", "data",
                       "sample " + std::to_string(sample_id) + ": " + std::to_string(tries) +
-                          " windows in a row could not be read or had no target (see the warnings); the data is "
-                          "too damaged to go on");
+                          " windows in a row gave no sample: " + std::to_string(unreadable) +
+                          " could not be read (see the warnings) and " + std::to_string(without_target) +
+                          " had no target point in any stream (the target channels without data there, or the "
+                          "masking leaving nothing to predict); the run cannot go on");
 }
 
 // ---- batches ---------------------------------------------------------------------------

@@ -150,5 +150,22 @@ TEST(Dataset, APeriodWithoutWindowsIsAnError) {
   }
 }
 
+// A period shorter than one global batch is named as such, not as a
+// samples_per_mini_epoch the user did not set.
+TEST(Dataset, APeriodShorterThanABatchNamesItsWindows) {
+  Config c = config();
+  c.end_date = c.start_date + 4 * 6 * 3600;  // a day of 6-hourly windows
+  c.batch_size_per_gpu = 8;
+  try {
+    Dataset d(c, 0, 2);
+    FAIL() << "a period shorter than a batch was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("windows, fewer than one global batch (batch_size_per_gpu 8 x 2 ranks = 16)"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find("samples_per_mini_epoch"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace wg

@@ -225,6 +225,17 @@ TEST_F(AnemoiReaderTest, ConcurrentReadsEqualSequentialOnes) {
   for (int k = 0; k < 8; ++k) EXPECT_TRUE(same_bits(par[size_t(k)].data, seq[size_t(k)].data)) << k;
 }
 
+// The period's data starts at its first store date; the store's own dates
+// go further (the warning about a period reaching past the store compares
+// with these: a start_date between two store dates is not "before the store").
+TEST_F(AnemoiReaderTest, ThePeriodsDataAndTheStoresDatesDiffer) {
+  const TimeWindowHandler tw = TimeWindowHandler::from_hours(at("202001020100"), at("202001050000"), 6, 6);
+  const AnemoiReader r("ERA5", (dir / "o8.zarr").string(), kEra5Rules, tw);
+  EXPECT_EQ(r.data_start(), at("202001020600"));
+  EXPECT_LT(r.store_first_date(), r.data_start());
+  EXPECT_GT(r.store_last_date(), r.data_end());
+}
+
 TEST_F(AnemoiReaderTest, BadInputNamesStreamFileAndKey) {
   const TimeWindowHandler tw = TimeWindowHandler::from_hours(at("202001010000"), at("202001100000"), 6, 6);
   const std::string good = (dir / "o8.zarr").string();

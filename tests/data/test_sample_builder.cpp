@@ -337,6 +337,12 @@ TEST_F(SampleBuilderTest, BadOptionsNameTheKey) {
   o.end_date = o.start_date + 6 * 3600;
   EXPECT_THAT(error([&] { builder(o, {era5()}); }), HasSubstr("start_date / end_date"));
   o = options();
+  o.masking.masking_rate = 0;
+  o.masking.masking_rate_sampling = false;  // nothing masked: no sample would have a target
+  EXPECT_THAT(error([&] { builder(o, {era5()}); }), HasSubstr("masking_rate: is 0 with masking_rate_sampling off"));
+  o.masking.masking_rate_sampling = true;  // drawn around 0, at least 0.01
+  EXPECT_EQ(error([&] { builder(o, {era5()}); }), "(no PipelineError)");
+  o = options();
   o.masking.strategy = MaskStrategy::Channel;  // needs identical source and target channels
   const std::string e = error([&] { builder(o, {era5()}); });
   EXPECT_THAT(e, HasSubstr("stream 'ERA5'"));

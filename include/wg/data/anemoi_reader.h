@@ -43,6 +43,8 @@ class AnemoiReader final : public StreamReader {
 
   int64_t data_start() const;                        // first date of the period's data (seconds)
   int64_t data_end() const;                          // last date
+  int64_t store_first_date() const;                  // the store's own first and last dates (seconds)
+  int64_t store_last_date() const;
   int64_t period() const;                            // seconds between the dates read
   int64_t num_grid_points() const;                   // cells of the store, NaN coordinates included
   const std::vector<int64_t>& source_index() const;  // store variable index per source channel
