@@ -144,12 +144,17 @@ Rule<Config> strategy_list(std::string key, Get get) {
           true, same_as<Config>(get)};
 }
 
-// WeatherGenerator's date form, YYYYMMDDHHMM (UTC).
+// A date (UTC) in the forms WeatherGenerator takes: YYYYMMDDHHMM (its
+// configs'), YYYYMMDDHHMMSS, YYYY-MM-DD HH:MM[:SS] and YYYY-MM-DDTHH:MM[:SS].
 template <class Get>
 Rule<Config> date(std::string key, Get get) {
-  return {std::move(key), [get](const YAML::Node& n, Config& c) -> Error {
-            const auto v = n.IsScalar() ? parse_yyyymmddhhmm(n.Scalar()) : std::nullopt;
-            if (!v) return "must be a date written YYYYMMDDHHMM (e.g. 197901010000), " + got(n);
+  return {std::move(key),
+          [get](const YAML::Node& n, Config& c) -> Error {
+            const auto v = n.IsScalar() ? parse_config_date(n.Scalar()) : std::nullopt;
+            if (!v)
+              return "must be a date written YYYYMMDDHHMM (e.g. 197901010000), YYYYMMDDHHMMSS or "
+                     "YYYY-MM-DD[T ]HH:MM[:SS], " +
+                     got(n);
             get(c) = *v;
             return std::nullopt;
           },

@@ -76,6 +76,19 @@ std::optional<int64_t> parse_iso_date(const std::string& raw) {
   return from_fields(y, mo, d, h, mi, s);
 }
 
+std::optional<int64_t> parse_config_date(const std::string& text) {
+  if (text.size() == 12) return parse_yyyymmddhhmm(text);
+  int y, mo, d, h, mi, s;
+  if (text.size() == 14) {
+    if (!digits(text, 0, 4, y) || !digits(text, 4, 2, mo) || !digits(text, 6, 2, d) || !digits(text, 8, 2, h) ||
+        !digits(text, 10, 2, mi) || !digits(text, 12, 2, s))
+      return std::nullopt;
+    return from_fields(y, mo, d, h, mi, s);
+  }
+  if (text.size() < 16) return std::nullopt;  // the ISO forms with a time only, as upstream
+  return parse_iso_date(text);
+}
+
 std::string iso_date(int64_t seconds) {
   const int64_t days = (seconds >= 0 ? seconds : seconds - 86399) / 86400, rem = seconds - days * 86400;
   int64_t y;

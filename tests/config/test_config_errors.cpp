@@ -282,12 +282,28 @@ TEST_F(ConfigTest, BadDatesAndPeriods) {
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     ASSERT_EQ(e.problems().size(), 3u);
-    EXPECT_EQ(e.problems()[0], f + ":2: start_date must be a date written YYYYMMDDHHMM (e.g. 197901010000), got '2020-01-01'");
-    EXPECT_EQ(e.problems()[1], f + ":3: end_date must be a date written YYYYMMDDHHMM (e.g. 197901010000), got '201913010000'");
+    const std::string forms =
+        " must be a date written YYYYMMDDHHMM (e.g. 197901010000), YYYYMMDDHHMMSS or "
+        "YYYY-MM-DD[T ]HH:MM[:SS], got ";
+    EXPECT_EQ(e.problems()[0], f + ":2: start_date" + forms + "'2020-01-01'");  // upstream needs a time too
+    EXPECT_EQ(e.problems()[1], f + ":3: end_date" + forms + "'201913010000'");
     EXPECT_EQ(e.problems()[2], f + ":4: step_hrs must be an integer >= 1, got '0'");
   }
   const auto g = with_streams("b.yml", "start_date: 202001020000\nend_date: 202001010000\n");
   EXPECT_EQ(one_problem(files({g})), g + ":3: end_date (202001010000) is before start_date (202001020000, set at " + g + ":2)");
+}
+
+// The forms upstream's str_to_datetime64 takes; 12 digits read as written
+// (upstream's strptime reads 201001011230 as 12:03, docs/upstream-differences.md).
+TEST_F(ConfigTest, DatesInUpstreamsForms) {
+  const auto f = with_streams("a.yml",
+                              "start_date: 20200101063000\nend_date: '2020-02-01 12:00'\n"
+                              "start_date_val: 2020-03-01T00:00:30\nend_date_val: 202003011230\n");
+  const Config c = load_config(files({f}));
+  EXPECT_EQ(c.start_date, 1577836800 + 6 * 3600 + 30 * 60);
+  EXPECT_EQ(c.end_date, 1580515200 + 12 * 3600);
+  EXPECT_EQ(c.start_date_val, 1583020800 + 30);
+  EXPECT_EQ(c.end_date_val, 1583020800 + 12 * 3600 + 30 * 60);  // 12:30, not upstream's 12:03
 }
 
 TEST_F(ConfigTest, DataPathIsRelativeToItsFileOrFromTheEnvironment) {

@@ -95,6 +95,16 @@ TEST(Targets, ForecastOrdersEachCellRandomly) {
   EXPECT_GT(reordered, 0);
 }
 
+// Upstream's forecast tokenizer treats a target of fewer than 2 points as
+// empty ("to avoid special case handling"); here one point is one target
+// (docs/upstream-differences.md).
+TEST(Targets, AOnePointForecastTargetIsKept) {
+  PipelineRng s(1, 0, 9, 0, RngPurpose::TargetSampling), o(1, 0, 9, 0, RngPurpose::ForecastOrder);
+  const TargetSelection sel = forecast_targets({42}, 12288, 1.0, s, o);  // one point, in cell 42
+  ASSERT_EQ(sel.points.size(), 1u);
+  EXPECT_EQ(sel.cell_lens[42], 1);
+}
+
 TEST(Spoof, OnePointPerCellAtTheCentreInThePhiFrame) {
   const std::vector<double> means = {273.15, 1013.0};
   const PointSet s = spoof_points(grid5(), means, 2, 1000);

@@ -257,6 +257,26 @@ TEST(Trainer, ANonFiniteGradientFollowsNanPolicy) {
   }
 }
 
+// grad_clip 0 means no clipping (upstream's clip_grad_norm_(max_norm=0)
+// would zero every gradient, docs/upstream-differences.md): the step of
+// an unreachable bound.
+TEST(Trainer, ClipZeroMeansNoClipping) {
+  Config zero = tiny_config(), none = tiny_config();
+  zero.grad_clip = 0;
+  none.grad_clip = 1e30;
+  Trainer a(zero, Dataset(zero, 0, 1), resolve_plan(zero), torch::kCPU);
+  Trainer b(none, Dataset(none, 0, 1), resolve_plan(none), torch::kCPU);
+  const auto before = a.model()->parameters()[0].detach().clone();
+  torch::manual_seed(3);
+  const StepMetrics ma = a.step(0);
+  torch::manual_seed(3);
+  b.step(0);
+  EXPECT_GT(ma.grad_norm, 0);
+  EXPECT_FALSE(torch::equal(a.model()->parameters()[0], before));
+  const auto pa = a.model()->parameters(), pb = b.model()->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
+}
+
 // Upstream divides by zero streams with data and its gradient scaler skips
 // the optimizer step; here the step is skipped explicitly, not counted as a
 // non-finite loss, and the schedule and the weight average still advance.
