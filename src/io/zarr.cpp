@@ -410,7 +410,7 @@ Group Group::open(const std::string& path) {
   if (!zgroup.is_object() || zgroup.value("zarr_format", json()) != 2)
     fail(p, ".zgroup does not say zarr_format 2: " + zgroup.dump());
   const std::string attrs = read_text(p + "/.zattrs", p, true);
-  g.attrs_ = attrs.empty() ? json::object() : parse_json(attrs, ".zattrs", p);
+  g.attrs_ = attrs.empty() ? json::object() : parse_json(python_nonfinite_as_null(attrs), ".zattrs", p);
   // Listing errors only: a subfolder without .zarray (a group such as
   // anemoi's _build/) sets its own error code, which says nothing about the listing.
   fs::directory_iterator it(p, ec), end;

@@ -309,6 +309,22 @@ TEST_F(ZarrBadInput, StoreWithoutZgroup) {
               HasSubstr("data: a Zarr array, not a group (no .zgroup)"));
 }
 
+// zarr-python writes attributes with json.dumps, which writes NaN and
+// ±Infinity bare: the store opens, those values read as null, strings keep
+// theirs.
+TEST_F(ZarrBadInput, PythonsNonFiniteAttributesReadAsNull) {
+  const fs::path s = scratch_store({});
+  write_bytes(s / ".zattrs",
+              R"({"a": NaN, "b": "NaN and \"Infinity\" in a string", "c": [1.5, -Infinity], "d": Infinity, "NaN": 2})");
+  const Group g = Group::open(s.string());
+  EXPECT_TRUE(g.attrs().at("a").is_null());
+  EXPECT_EQ(g.attrs().at("b"), "NaN and \"Infinity\" in a string");
+  EXPECT_EQ(g.attrs().at("c")[0], 1.5);
+  EXPECT_TRUE(g.attrs().at("c")[1].is_null());
+  EXPECT_TRUE(g.attrs().at("d").is_null());
+  EXPECT_EQ(g.attrs().at("NaN"), 2);  // a key, inside a string
+}
+
 TEST_F(ZarrBadInput, ZarrV3Store) {
   const fs::path s = scratch_store({});
   write_bytes(s / "zarr.json", R"({"zarr_format": 3, "node_type": "group"})");
