@@ -121,7 +121,36 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
   const auto where = [&](int line) {
     return kind == SourceKind::Set ? source : source + ":" + std::to_string(line);
   };
+  // YAML merge keys (`<<: *defaults`, or a list of aliases), as PyYAML
+  // (under OmegaConf) expands them and yaml-cpp 0.7 does not: the merged
+  // maps' keys after the map's own, which win, the earlier merged map
+  // before the later.
+  std::vector<YAML::Node> merged;
+  std::vector<std::pair<YAML::Node, YAML::Node>> entries;
   for (const auto& kv : node) {
+    if (kv.first.IsScalar() && kv.first.Scalar() == "<<" && kv.first.Tag() != "!") {
+      const int line = kv.first.Mark().line + 1;
+      const auto take = [&](const YAML::Node& m) {
+        if (m.IsMap())
+          merged.push_back(m);
+        else
+          problems.push_back(where(line) + ": '<<' (a YAML merge key) must merge a map or a list of maps, got " +
+                             render(m));
+      };
+      if (kv.second.IsSequence()) {
+        for (const auto& m : kv.second) take(m);
+      } else {
+        take(kv.second);
+      }
+      continue;
+    }
+    entries.emplace_back(kv.first, kv.second);
+  }
+  const size_t own = entries.size();
+  for (const YAML::Node& m : merged)
+    for (const auto& kv : m) entries.emplace_back(kv.first, kv.second);
+  for (size_t e = 0; e < entries.size(); ++e) {
+    const auto& kv = entries[e];
     const int line = kv.first.Mark().line + 1;
     if (!kv.first.IsScalar()) {
       problems.push_back(where(line) + ": keys must be plain names, got " + render(kv.first));
@@ -130,6 +159,7 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
     const std::string key = kv.first.Scalar();
     const std::string spelled = join_path(prefix, key);
     if (auto it = raw_seen.find(key); it != raw_seen.end()) {
+      if (e >= own) continue;  // merged: the map's own key, or an earlier merged map's, wins
       problems.push_back(where(line) + ": duplicate key '" + spelled + "' (first set at line " +
                          std::to_string(it->second) + ")");
       continue;
@@ -139,6 +169,7 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
     if (prefix.empty())
       if (auto a = aliases.find(key); a != aliases.end()) canon = a->second;
     if (auto it = canon_seen.find(canon); it != canon_seen.end()) {
+      if (e >= own) continue;  // merged: as above
       if (lower(render(it->second.value)) != lower(render(kv.second)))
         problems.push_back(where(line) + ": '" + key + "' and '" + it->second.spelled + "' (line " +
                            std::to_string(it->second.line) + ") both set " + canon +

@@ -2,6 +2,8 @@
 // stream's keys and values, upstream's own stream files, and what the
 // streams must agree on with the main configuration. Each problem names the
 // stream, the key, the file and the line.
+#include <nlohmann/json.hpp>
+
 #include "config_fixture.h"
 
 using namespace wg;
@@ -158,6 +160,39 @@ TEST_F(ConfigTest, AnEmptyIncludeListIsNotAnAbsentOne) {
   EXPECT_EQ(empty.target, std::vector<std::string>{"t_"});
   EXPECT_EQ(one_problem(files({with_streams("c.yml", "", std::string(kStream) + "  source: t_\n")})),
             dir.string() + "/streams/s.yml:9: stream 'S1': source must be a list of strings or null, got 't_'");
+}
+
+// YAML merge keys, as PyYAML (under OmegaConf) expands them: a map's own
+// keys win over merged ones (yaml-cpp 0.7 leaves '<<' as a key).
+TEST_F(ConfigTest, YamlMergeKeysExpandAsPyYamlDoes) {
+  const std::string streams =
+      "S1: &s1\n"
+      "  type: synthetic\n"
+      "  token_size: 4\n"
+      "  embed: &emb {net: transformer, num_tokens: 1, num_heads: 2, dim_embed: 16, num_blocks: 3}\n"
+      "  embed_target_coords: {net: linear, dim_embed: 16}\n"
+      "  target_readout: {type: obs_value, num_layers: 2, num_heads: 2}\n"
+      "  pred_head: {ens_size: 1, num_layers: 1}\n"
+      "  synthetic: {num_channels: 5, grid_lat: 4, grid_lon: 6}\n"
+      "S2:\n"
+      "  token_size: 8\n"
+      "  <<: *s1\n"
+      "  embed: {<<: *emb, num_blocks: 1}\n";
+  const LoadedConfig loaded = load_run_config(files({with_streams("b.yml", "", streams)}));
+  ASSERT_EQ(loaded.config.streams.size(), 2u);
+  const StreamConfig& s2 = loaded.config.streams[1];
+  EXPECT_EQ(s2.name, "S2");
+  EXPECT_EQ(s2.type, "synthetic");
+  EXPECT_EQ(s2.token_size, 8);  // its own key, written before the merge: still wins
+  EXPECT_EQ(s2.embed.num_blocks, 1);
+  EXPECT_EQ(s2.embed.num_heads, 2);
+  EXPECT_EQ(s2.embed.dim_embed, 16);
+  const auto j = nlohmann::json::parse(loaded.upstream_json).at("streams")[1];
+  EXPECT_FALSE(j.contains("<<"));
+  EXPECT_EQ(j.at("token_size"), 8);
+  EXPECT_EQ(j.at("embed").at("num_blocks"), 1);
+  EXPECT_EQ(j.at("embed").at("num_heads"), 2);
+  EXPECT_EQ(j.at("synthetic").at("grid_lon"), 6);
 }
 
 TEST_F(ConfigTest, StreamLackingTargetReadoutHeads) {
