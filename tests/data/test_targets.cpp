@@ -203,6 +203,23 @@ TEST(StreamSample, NanSourceIsZeroTargetStaysNan) {
   for (float v : s.targets[0].coords) ASSERT_TRUE(std::isfinite(v));
 }
 
+// A NaN geoinfo (a station without its altitude, say) is 0 in the target
+// coordinates as in the source rows: upstream copies it raw, its coordinate
+// embedding gives NaN and the whole stream's prediction is dropped for the
+// batch (docs/upstream-differences.md).
+TEST(StreamSample, NanGeoinfoIsZeroInTheTargetCoordinates) {
+  PointSet p = obs(4000, 9);
+  ASSERT_EQ(p.num_geoinfos, 1);
+  for (size_t i = 0; i < p.geoinfos.size(); i += 5) p.geoinfos[i] = std::nanf("");
+  StreamTokenConfig cfg;
+  cfg.name = "obs";
+  MaskingConfig masking;
+  const StreamSample s = build_masking_sample(grid5(), cfg, masking, MaskStrategy::Random, p, p, 0, {}, {1, 0, 4, 0});
+  ASSERT_GT(s.targets[0].num_points(), 0);
+  for (float v : s.targets[0].coords) ASSERT_TRUE(std::isfinite(v));
+  for (float v : s.source_tokens) ASSERT_FALSE(std::isnan(v));
+}
+
 // §12.11: upstream hands 1-D empty tensors on; here an empty target is
 // empty arrays of the right widths and all-zero counts.
 TEST(StreamSample, EmptyTargetAfterSamplingIsWellFormed) {
