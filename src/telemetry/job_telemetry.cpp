@@ -166,9 +166,7 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
   memory_peak_max_ = &now;
 }
 
-void JobTelemetry::on_resume() {
-  families_.restarts.Add({}).Increment();
-}
+void JobTelemetry::on_resume(int64_t resumes) { set_total(families_.restarts.Add({}), double(resumes)); }
 
 void JobTelemetry::finish(const std::string& status, int64_t last_step) {
   std::string error;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -60,6 +61,15 @@ torch::Device rank_device(const Config& config, const NodeInfo& node) {
 // Every rank raises together when any rank failed; `speak` decides who logs.
 [[noreturn]] void fail_together(const std::string& message, bool speak) {
   throw RunError(2, speak ? message : "", RunError::Scope::EveryRankOwn);
+}
+
+// Rank 0, on resuming: the run's resumes so far, this one included, kept in
+// <run>/resumes (a new process of the run starts its counters at 0).
+int64_t count_resume(const fs::path& run_dir) {
+  int64_t before = 0;
+  std::ifstream(run_dir / "resumes") >> before;
+  write_file_atomically((run_dir / "resumes").string(), std::to_string(before + 1) + "\n");
+  return before + 1;
 }
 
 // Every rank calls this at the same point with its own error ("" for none).
@@ -360,7 +370,10 @@ Trainer::Control resume_and_control(const Config& config, const RunDir& run, Tra
   try {
     if (auto next = resume_latest(run.path.string(), trainer, dist)) {
       control.first_step = *next;
-      if (sinks.telemetry) sinks.telemetry->on_resume();
+      if (dist.rank() == 0) {
+        const int64_t resumes = count_resume(run.path);
+        if (sinks.telemetry) sinks.telemetry->on_resume(resumes);
+      }
     }
   } catch (const std::runtime_error& e) {
     throw RunError(2, std::string("resume: ") + e.what());

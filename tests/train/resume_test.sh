@@ -44,6 +44,7 @@ echo "ok: loss curve of the stopped and resumed run equals the uninterrupted run
 
 train B b3 || fail "third start"
 grep -q "summary: 0 steps" "$tmp/b3.log" || fail "a finished run trained again"
+[[ $(cat "$tmp/runs/B/resumes") == 2 ]] || fail "the run's resumes count $(cat "$tmp/runs/B/resumes"), not 2"
 echo "ok: a finished run has nothing left to do"
 
 # kill -9 while checkpoints are being written (one every step, so the kill

@@ -41,8 +41,10 @@ class JobTelemetry {
   // Starts the endpoint and writes the file_sd target (when configured).
   void start();
   void on_windows(const std::vector<RankWindow>& windows);
-  // The run continues from a training checkpoint (wgtrain_restarts_total).
-  void on_resume();
+  // The run continues from a training checkpoint, its `resumes`-th resume
+  // since it started (wgtrain_restarts_total: counted over the run's
+  // processes, not this one's).
+  void on_resume(int64_t resumes);
   // Removes the file_sd target, pushes the outcome (when configured), stops
   // the endpoint. status: completed | failed | stopped.
   void finish(const std::string& status, int64_t last_step);
