@@ -128,18 +128,25 @@ Rule<S> optional_text(std::string key, Get get) {
           false, same_as<S>(get)};
 }
 
+// The strings of a sequence node (none for null); `expected` names the
+// form in the error.
+inline Error strings_of(const YAML::Node& n, const std::string& expected, std::vector<std::string>& out) {
+  if (!n.IsNull() && !n.IsSequence()) return "must be " + expected + ", " + got(n);
+  for (const auto& e : n) {
+    if (!e.IsScalar()) return "must be " + expected + ", " + got(n);
+    out.push_back(e.Scalar());
+  }
+  return std::nullopt;
+}
+
 // A list that may be absent or null (std::nullopt), which is not the empty list.
 template <class S, class Get>
 Rule<S> optional_string_list(std::string key, Get get) {
   return {std::move(key),
           [get](const YAML::Node& n, S& s) -> Error {
             if (n.IsNull()) return get(s) = std::nullopt, std::nullopt;
-            if (!n.IsSequence()) return "must be a list of strings or null, " + got(n);
             std::vector<std::string> out;
-            for (const auto& e : n) {
-              if (!e.IsScalar()) return "must be a list of strings or null, " + got(n);
-              out.push_back(e.Scalar());
-            }
+            if (Error e = strings_of(n, "a list of strings or null", out)) return e;
             get(s) = out;
             return std::nullopt;
           },
@@ -151,11 +158,7 @@ Rule<S> string_list(std::string key, Get get) {
   return {std::move(key),
           [get](const YAML::Node& n, S& s) -> Error {
             std::vector<std::string> out;
-            if (!n.IsNull() && !n.IsSequence()) return "must be a list of strings, " + got(n);
-            for (const auto& e : n) {
-              if (!e.IsScalar()) return "must be a list of strings, " + got(n);
-              out.push_back(e.Scalar());
-            }
+            if (Error e = strings_of(n, "a list of strings", out)) return e;
             get(s) = out;
             return std::nullopt;
           },
