@@ -78,7 +78,15 @@ std::vector<std::pair<std::string, const Leaf*>> Tree::under(const std::string& 
 std::optional<YAML::Node> parse_yaml(const std::string& text, const std::string& source,
                                      Problems& problems) {
   try {
-    return YAML::Load(text);
+    // One document, as PyYAML's safe_load (under OmegaConf) demands: a
+    // second one after `---` is not read silently.
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1) {
+      problems.push_back(source + ":" + std::to_string(docs[1].Mark().line + 1) + ": a second YAML document (after " +
+                         "'---'); a config file holds one");
+      return std::nullopt;
+    }
+    return docs.empty() ? YAML::Node() : docs.front();
   } catch (const YAML::ParserException& e) {
     problems.push_back(source + ":" + std::to_string(e.mark.line + 1) +
                        ": YAML syntax error: " + e.msg);

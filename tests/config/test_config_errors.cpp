@@ -19,6 +19,16 @@ TEST_F(ConfigTest, YamlSyntaxError) {
   EXPECT_NE(p.find("YAML syntax error: end of sequence flow not found"), std::string::npos) << p;
 }
 
+// PyYAML's safe_load refuses a second document; yaml-cpp's Load read the
+// first and dropped the rest without a word.
+TEST_F(ConfigTest, ASecondYamlDocumentIsAnError) {
+  const auto f = write("a.yml", "seed: 1\n---\nseed: 2\n");
+  EXPECT_EQ(one_problem(files({f})), f + ":3: a second YAML document (after '---'); a config file holds one");
+  const auto g = write("b.yml", "---\nseed: 3\n");  // one document, explicitly started
+  EXPECT_EQ(load_config(files({g})).seed, 3u);
+  EXPECT_EQ(load_config(files({write("c.yml", "")})).seed, load_config(files({})).seed);  // empty: nothing set
+}
+
 TEST_F(ConfigTest, TopLevelNotAMap) {
   const auto f = write("a.yml", "- seed\n- 1\n");
   EXPECT_EQ(one_problem(files({f})), f + ":1: the top level must be a map of 'key: value' entries, got the list [seed, 1]");
