@@ -367,16 +367,22 @@ Sinks attach_sinks(const Config& config, const CliOptions& options, const RunDir
 Trainer::Control resume_and_control(const Config& config, const RunDir& run, Trainer& trainer, Sinks& sinks,
                                     const DistContext& dist, Clock::time_point started) {
   Trainer::Control control;
+  bool resumed = false;
   try {
     if (auto next = resume_latest(run.path.string(), trainer, dist)) {
       control.first_step = *next;
-      if (dist.rank() == 0) {
-        const int64_t resumes = count_resume(run.path);
-        if (sinks.telemetry) sinks.telemetry->on_resume(resumes);
-      }
+      resumed = true;
     }
-  } catch (const std::runtime_error& e) {
+  } catch (const std::runtime_error& e) {  // every rank together (resume_latest agrees)
     throw RunError(2, std::string("resume: ") + e.what());
+  }
+  if (resumed && dist.rank() == 0) {  // rank 0 alone: a failure only costs the counter
+    try {
+      const int64_t resumes = count_resume(run.path);
+      if (sinks.telemetry) sinks.telemetry->on_resume(resumes);
+    } catch (const std::runtime_error& e) {
+      spdlog::warn("the run's resume count (wgtrain_restarts_total) is not kept: {}", e.what());
+    }
   }
   const double limit_s = config.time_limit_minutes * 60.0 - config.stop_margin_seconds;
   const bool limited = config.time_limit_minutes > 0;
