@@ -52,10 +52,6 @@ void validate_masking(const std::string& stream, const MaskingConfig& cfg, int h
   if (!(cfg.masking_rate >= 0.0 && cfg.masking_rate <= 1.0)) {
     throw PipelineError(stream, "masking_rate", "must be in [0, 1], got " + std::to_string(cfg.masking_rate));
   }
-  if (cfg.masking_rate == 0.0 && !cfg.masking_rate_sampling)  // a global key: not this stream's
-    throw PipelineError("(all streams)", "masking_rate",
-                        "is 0 with masking_rate_sampling off: no token is masked, so no sample has a target "
-                        "(upstream warns, then drops every sample)");
   if (cfg.strategy == MaskStrategy::Combination) {
     const std::string key = "masking_strategy_config.strategies";
     if (cfg.strategies.empty()) throw PipelineError(stream, key, "combination needs at least one strategy");
