@@ -41,7 +41,7 @@ nlohmann::json read_json_file(const std::string& file) {
   if (!f) return nlohmann::json();
   std::stringstream ss;
   ss << f.rdbuf();
-  return nlohmann::json::parse(ss.str());
+  return nlohmann::json::parse(zarr::python_nonfinite_as_null(ss.str()));  // a column's NaN statistics: null
 }
 
 std::vector<double> number_list(const nlohmann::json& attrs, const char* key, size_t n,

@@ -40,37 +40,4 @@ inline json parse_json(const std::string& text, const std::string& file, const s
   }
 }
 
-// Python's json.dumps (zarr-python's attributes) writes NaN, Infinity and
-// -Infinity bare, which JSON lacks: outside strings they become null, so
-// that such an attribute does not make the whole store unreadable.
-inline std::string python_nonfinite_as_null(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      out += c;
-      if (c == '\\' && i + 1 < text.size())
-        out += text[++i];
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    bool replaced = false;
-    for (const char* word : {"-Infinity", "Infinity", "NaN"}) {
-      const size_t n = std::char_traits<char>::length(word);
-      if (text.compare(i, n, word) == 0) {
-        out += "null";
-        i += n - 1;
-        replaced = true;
-        break;
-      }
-    }
-    if (!replaced) out += c;
-  }
-  return out;
-}
-
 }  // namespace wg::zarr::detail

@@ -199,6 +199,21 @@ TEST_F(ObsReaderTest, BadInputNamesStreamFileAndKey) {
   e = reader_error([&] { ObsReader("SYNOP", bad.string(), {}); });
   EXPECT_THAT(e, HasSubstr("obsvalue_ps_0"));
   EXPECT_THAT(e, HasSubstr("cannot normalise"));
+  // zarr-python writes a column's NaN statistics as a bare NaN (json.dumps):
+  // the store opens, and a selected channel's NaN mean is that channel's error.
+  const fs::path nan = dir / "nanstats.zarr";
+  fs::copy(dir / "nolatlon.zarr", nan, fs::copy_options::recursive);
+  attrs = nlohmann::json::parse(std::ifstream(nan / "data" / ".zattrs"));
+  attrs["colnames"][0] = "lat";
+  attrs["colnames"][1] = "lon";
+  attrs["means"][3] = 123456.5;  // a placeholder written as NaN below
+  std::string text = attrs.dump();
+  text.replace(text.find("123456.5"), 8, "NaN");
+  std::ofstream(nan / "data" / ".zattrs") << text;
+  e = reader_error([&] { ObsReader("SYNOP", nan.string(), {}); });
+  EXPECT_THAT(e, HasSubstr("obsvalue_ps_0"));
+  EXPECT_THAT(e, HasSubstr("cannot normalise"));
+  EXPECT_THAT(e, ::testing::Not(HasSubstr("cannot be read")));
 }
 
 }  // namespace

@@ -86,4 +86,9 @@ class Group {
   std::vector<std::string> arrays_;
 };
 
+// Python's json.dumps (zarr-python's attributes, .zattrs) writes NaN,
+// Infinity and -Infinity bare, which JSON lacks: outside strings they become
+// null here, so that such an attribute does not make a store unreadable.
+std::string python_nonfinite_as_null(const std::string& json_text);
+
 }  // namespace wg::zarr
