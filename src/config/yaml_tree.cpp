@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace wg::cfg {
@@ -131,12 +132,17 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
   };
   // YAML merge keys (`<<: *defaults`, or a list of aliases), as PyYAML
   // (under OmegaConf) expands them and yaml-cpp 0.7 does not: the merged
-  // maps' keys after the map's own, which win, the earlier merged map
-  // before the later.
-  std::vector<YAML::Node> merged;
+  // maps' keys (their own merges expanded in turn) after the map's own,
+  // which win, the earlier merged map before the later.
   std::vector<std::pair<YAML::Node, YAML::Node>> entries;
-  for (const auto& kv : node) {
-    if (kv.first.IsScalar() && kv.first.Scalar() == "<<" && kv.first.Tag() != "!") {
+  size_t own = 0;
+  std::function<void(const YAML::Node&, int)> collect = [&](const YAML::Node& map, int depth) {
+    std::vector<YAML::Node> merged;
+    for (const auto& kv : map) {
+      if (!(kv.first.IsScalar() && kv.first.Scalar() == "<<" && kv.first.Tag() != "!")) {
+        entries.emplace_back(kv.first, kv.second);
+        continue;
+      }
       const int line = kv.first.Mark().line + 1;
       const auto take = [&](const YAML::Node& m) {
         if (m.IsMap())
@@ -150,13 +156,12 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
       } else {
         take(kv.second);
       }
-      continue;
     }
-    entries.emplace_back(kv.first, kv.second);
-  }
-  const size_t own = entries.size();
-  for (const YAML::Node& m : merged)
-    for (const auto& kv : m) entries.emplace_back(kv.first, kv.second);
+    if (depth == 0) own = entries.size();
+    if (depth > 64) return;  // aliases cannot make a cycle, but stay bounded
+    for (const YAML::Node& m : merged) collect(m, depth + 1);
+  };
+  collect(node, 0);
   for (size_t e = 0; e < entries.size(); ++e) {
     const auto& kv = entries[e];
     const int line = kv.first.Mark().line + 1;

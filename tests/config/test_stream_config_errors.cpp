@@ -174,12 +174,22 @@ TEST_F(ConfigTest, YamlMergeKeysExpandAsPyYamlDoes) {
       "  target_readout: {type: obs_value, num_layers: 2, num_heads: 2}\n"
       "  pred_head: {ens_size: 1, num_layers: 1}\n"
       "  synthetic: {num_channels: 5, grid_lat: 4, grid_lon: 6}\n"
-      "S2:\n"
+      "S2: &s2\n"
       "  token_size: 8\n"
       "  <<: *s1\n"
-      "  embed: {<<: *emb, num_blocks: 1}\n";
+      "  embed: {<<: *emb, num_blocks: 1}\n"
+      "S3:\n"
+      "  <<: *s2\n"  // chained: S1's keys through S2's merge
+      "  loss_weight: 0.5\n";
   const LoadedConfig loaded = load_run_config(files({with_streams("b.yml", "", streams)}));
-  ASSERT_EQ(loaded.config.streams.size(), 2u);
+  ASSERT_EQ(loaded.config.streams.size(), 3u);
+  const StreamConfig& s3 = loaded.config.streams[2];
+  EXPECT_EQ(s3.type, "synthetic");
+  EXPECT_EQ(s3.token_size, 8);
+  EXPECT_EQ(s3.embed.num_blocks, 1);
+  EXPECT_EQ(s3.embed.num_heads, 2);
+  EXPECT_DOUBLE_EQ(s3.loss_weight, 0.5);
+  EXPECT_EQ(nlohmann::json::parse(loaded.upstream_json).at("streams")[2].at("synthetic").at("num_channels"), 5);
   const StreamConfig& s2 = loaded.config.streams[1];
   EXPECT_EQ(s2.name, "S2");
   EXPECT_EQ(s2.type, "synthetic");
