@@ -151,7 +151,8 @@ torch::Tensor WeatherModelImpl::aggregate(const torch::Tensor& queries, const st
   return out.empty() ? queries : torch::cat(out);
 }
 
-std::vector<torch::Tensor> WeatherModelImpl::predict(const ModelBatch& batch, int64_t step, const torch::Tensor& latent) {
+std::vector<torch::Tensor> WeatherModelImpl::predict(const ModelBatch& batch, int64_t step, const torch::Tensor& latent,
+                                                     int& nan_dropped) {
   const int64_t B = batch.num_samples, C = batch.num_cells, nq = o_.num_queries;
   // Each target cell reads the nq tokens of itself and its 8 neighbours (SW..S).
   const torch::Tensor nb = tables_.hp_nbours.flatten();
@@ -198,6 +199,7 @@ std::vector<torch::Tensor> WeatherModelImpl::predict(const ModelBatch& batch, in
     if (*embedded_nan) {
       spdlog::warn("stream '{}': NaN in the embedded target coordinates; no prediction (as upstream)", sb.name);
       pred = torch::Tensor();
+      ++nan_dropped;
     }
     preds.push_back(pred);
     first_key += keys;
@@ -253,14 +255,14 @@ ModelOutput WeatherModelImpl::forward(const ModelBatch& batch, bool record_secti
   // forecast engine advances the latent by one step (its aux: the step).
   const int64_t first = o_.forecast_offset, last = batch.num_target_steps() - 1;
   for (int64_t f = first; f < last; ++f) {
-    out.preds.push_back(predict(batch, f, latent));
+    out.preds.push_back(predict(batch, f, latent, out.nan_dropped));
     if (is_training() && o_.impute_latent_noise_std > 0)
       latent = latent + torch::randn_like(latent) * latent.norm() * o_.impute_latent_noise_std;
     const torch::Tensor step = torch::full({1}, double(f), latent.options());
     latent = forecast_->forward(latent, step);
     record("forecast." + std::to_string(f), latent);
   }
-  if (last >= first) out.preds.push_back(predict(batch, last, latent));
+  if (last >= first) out.preds.push_back(predict(batch, last, latent, out.nan_dropped));
   return out;
 }
 

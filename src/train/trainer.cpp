@@ -131,6 +131,9 @@ torch::Tensor Trainer::training_loss(const ModelBatch& batch, StepMetrics* m) {
     m->stream_losses = std::move(r.per_stream);
     m->channel_losses = std::move(r.per_channel);
   }
+  // No stream left because their coordinate embeddings gave NaN: a
+  // non-finite loss (nan_policy), not a batch without targets.
+  if (!r.loss.defined() && out.nan_dropped > 0) return torch::full({}, std::numeric_limits<float>::quiet_NaN());
   return r.loss;
 }
 

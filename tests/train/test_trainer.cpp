@@ -257,6 +257,23 @@ TEST(Trainer, ANonFiniteGradientFollowsNanPolicy) {
   }
 }
 
+// Every stream's coordinate embedding diverged (NaN weights): each stream's
+// prediction is dropped as upstream drops it, and the step is a non-finite
+// loss under nan_policy, not a batch without targets.
+TEST(Trainer, ADivergedCoordinateEmbeddingIsANonFiniteLoss) {
+  Config c = tiny_config();  // nan_policy error
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  int poisoned = 0;
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : t.model()->named_parameters())
+      if (p.key().rfind("embed_target_coords.", 0) == 0)
+        p.value().fill_(std::numeric_limits<float>::quiet_NaN()), ++poisoned;
+  }
+  ASSERT_GT(poisoned, 0);
+  EXPECT_THROW(t.step(0), NonFiniteLossError);
+}
+
 // grad_clip 0 means no clipping (upstream's clip_grad_norm_(max_norm=0)
 // would zero every gradient, docs/upstream-differences.md): the step of
 // an unreachable bound.

@@ -39,6 +39,10 @@ struct ModelOutput {
   // undefined when the stream has no target point at that step (or its
   // embedded target coordinates hold NaN, as upstream).
   std::vector<std::vector<torch::Tensor>> preds;
+  // Predictions left undefined for a NaN in the embedded target coordinates
+  // (upstream drops them; a loss with no stream left is then non-finite, not
+  // "no data": Trainer::training_loss).
+  int nan_dropped = 0;
   // With record_sections: "embed", "ae_local", "ae_adapter",
   // "ae_aggregation", "ae_global", "forecast.<f>" (docs/step-dump.md).
   std::map<std::string, torch::Tensor> sections;
@@ -72,7 +76,10 @@ class WeatherModelImpl : public torch::nn::Module {
   void place_fused();
   torch::Tensor embed_tokens(const ModelBatch& batch);
   torch::Tensor aggregate(const torch::Tensor& queries, const std::vector<int64_t>& per_sample);
-  std::vector<torch::Tensor> predict(const ModelBatch& batch, int64_t step, const torch::Tensor& latent);
+  // `nan_dropped` counts the streams given no prediction for a NaN in their
+  // embedded target coordinates.
+  std::vector<torch::Tensor> predict(const ModelBatch& batch, int64_t step, const torch::Tensor& latent,
+                                     int& nan_dropped);
 
   ModelOptions o_;
   torch::Tensor q_cells;
