@@ -8,7 +8,8 @@
 // by the builder's shuffled window order. Validation (samples_per_validation
 // > 0): the validation period's builder, always shuffled (as upstream);
 // pass v (after mini-epoch v) takes min(windows, samples_per_validation)
-// samples spread over the ranks in batches of batch_size_validation_per_gpu,
+// samples (at least one batch per rank) spread over the ranks in batches of
+// batch_size_validation_per_gpu,
 // ids v·P … v·P + P − 1 with P its samples, masks of mini-epoch v: each pass
 // other windows and masks, as upstream's advancing validation set.
 // Thread-safe: batch() and validation_batch() may run on loader threads.
