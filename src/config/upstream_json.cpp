@@ -4,7 +4,6 @@
 // load_run_config reads a run of this trainer.
 #include <nlohmann/json.hpp>
 #include <set>
-#include <vector>
 
 #include "config/decode.h"
 #include "config/upstream_json.h"
@@ -23,23 +22,10 @@ nlohmann::json to_json(const YAML::Node& n) {
     for (const auto& e : n) a.push_back(to_json(e));
     return a;
   }
-  if (n.IsMap()) {  // YAML merge keys expanded, the map's own keys first (as flatten reads them)
+  if (n.IsMap()) {  // YAML merge keys expanded, the first of a key kept (as flatten reads them)
     nlohmann::json o = nlohmann::json::object();
-    std::vector<YAML::Node> merged;
-    for (const auto& kv : n) {
-      const bool merge = kv.first.Scalar() == "<<" && kv.first.Tag() != "!";
-      if (!merge)
-        o[kv.first.Scalar()] = to_json(kv.second);
-      else if (kv.second.IsSequence())
-        for (const auto& m : kv.second) merged.push_back(m);
-      else
-        merged.push_back(kv.second);
-    }
-    for (const YAML::Node& m : merged) {
-      const nlohmann::json from = to_json(m);  // named: items() refers to it
-      for (const auto& [key, value] : from.items())
-        if (!o.contains(key)) o[key] = value;
-    }
+    for (const auto& [key, value] : map_entries(n).entries)
+      if (!o.contains(key.Scalar())) o[key.Scalar()] = to_json(value);
     return o;
   }
   const std::string& s = n.Scalar();

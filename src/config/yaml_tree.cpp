@@ -118,6 +118,36 @@ std::optional<YAML::Node> read_yaml_file(const std::string& path, Problems& prob
   return parse_yaml(text.str(), path, problems);
 }
 
+MapEntries map_entries(const YAML::Node& map) {
+  MapEntries out;
+  std::function<void(const YAML::Node&, int)> collect = [&](const YAML::Node& m, int depth) {
+    std::vector<YAML::Node> merged;
+    for (const auto& kv : m) {
+      if (!(kv.first.IsScalar() && kv.first.Scalar() == "<<" && kv.first.Tag() != "!")) {
+        out.entries.emplace_back(kv.first, kv.second);
+        continue;
+      }
+      std::vector<YAML::Node> values;  // an alias, or a list of them
+      if (kv.second.IsSequence()) {
+        for (const auto& v : kv.second) values.push_back(v);
+      } else {
+        values.push_back(kv.second);
+      }
+      for (const YAML::Node& v : values) {
+        if (v.IsMap())
+          merged.push_back(v);
+        else
+          out.not_maps.emplace_back(kv.first, v);
+      }
+    }
+    if (depth == 0) out.own = out.entries.size();
+    if (depth > 64) return;  // aliases cannot make a cycle, but stay bounded
+    for (const YAML::Node& v : merged) collect(v, depth + 1);
+  };
+  collect(map, 0);
+  return out;
+}
+
 void flatten(const YAML::Node& node, const std::string& prefix, const std::string& source,
              SourceKind kind, const Aliases& aliases, Tree& out, Problems& problems) {
   struct Seen {
@@ -130,38 +160,12 @@ void flatten(const YAML::Node& node, const std::string& prefix, const std::strin
   const auto where = [&](int line) {
     return kind == SourceKind::Set ? source : source + ":" + std::to_string(line);
   };
-  // YAML merge keys (`<<: *defaults`, or a list of aliases), as PyYAML
-  // (under OmegaConf) expands them and yaml-cpp 0.7 does not: the merged
-  // maps' keys (their own merges expanded in turn) after the map's own,
-  // which win, the earlier merged map before the later.
-  std::vector<std::pair<YAML::Node, YAML::Node>> entries;
-  size_t own = 0;
-  std::function<void(const YAML::Node&, int)> collect = [&](const YAML::Node& map, int depth) {
-    std::vector<YAML::Node> merged;
-    for (const auto& kv : map) {
-      if (!(kv.first.IsScalar() && kv.first.Scalar() == "<<" && kv.first.Tag() != "!")) {
-        entries.emplace_back(kv.first, kv.second);
-        continue;
-      }
-      const int line = kv.first.Mark().line + 1;
-      const auto take = [&](const YAML::Node& m) {
-        if (m.IsMap())
-          merged.push_back(m);
-        else
-          problems.push_back(where(line) + ": '<<' (a YAML merge key) must merge a map or a list of maps, got " +
-                             render(m));
-      };
-      if (kv.second.IsSequence()) {
-        for (const auto& m : kv.second) take(m);
-      } else {
-        take(kv.second);
-      }
-    }
-    if (depth == 0) own = entries.size();
-    if (depth > 64) return;  // aliases cannot make a cycle, but stay bounded
-    for (const YAML::Node& m : merged) collect(m, depth + 1);
-  };
-  collect(node, 0);
+  const MapEntries me = map_entries(node);
+  for (const auto& [key, value] : me.not_maps)
+    problems.push_back(where(key.Mark().line + 1) +
+                       ": '<<' (a YAML merge key) must merge a map or a list of maps, got " + render(value));
+  const auto& entries = me.entries;
+  const size_t own = me.own;
   for (size_t e = 0; e < entries.size(); ++e) {
     const auto& kv = entries[e];
     const int line = kv.first.Mark().line + 1;

@@ -59,6 +59,20 @@ std::optional<YAML::Node> parse_yaml(const std::string& text, const std::string&
 // Reads and parses a file; a missing/unreadable file is one problem.
 std::optional<YAML::Node> read_yaml_file(const std::string& path, Problems& problems);
 
+// A map's entries with its YAML merge keys (`<<: *defaults`, or a list of
+// aliases) expanded as PyYAML (under OmegaConf) expands them and yaml-cpp
+// 0.7 does not: the map's own entries first (`own` of them), then each
+// merged map's, its own merges expanded in turn, the earlier merged map
+// before the later. A key that comes again is the earlier one's: readers
+// keep the first. `not_maps`: each '<<' key with a merged value that is not
+// a map.
+struct MapEntries {
+  std::vector<std::pair<YAML::Node, YAML::Node>> entries;
+  size_t own = 0;
+  std::vector<std::pair<YAML::Node, YAML::Node>> not_maps;
+};
+MapEntries map_entries(const YAML::Node& map);
+
 // Flattens the map `node` (under `prefix`) into `out`. Reports duplicate keys,
 // non-string keys and two alias spellings with different values.
 void flatten(const YAML::Node& node, const std::string& prefix, const std::string& source,
