@@ -212,9 +212,7 @@ void fill_step_targets(const HealpixGrid& grid, const PointSet& points, const st
       target_time_features(cached_time, window_start, &row[1]);
     }
     std::copy_n(points.geoinfos.data() + i * g, g, &row[6]);
-    for (int j = 0; j < g;
-         ++j)  // a NaN geoinfo is 0, as in the source rows (upstream: the stream's prediction is lost)
-      if (std::isnan(row[6 + j])) row[6 + j] = 0.0f;
+    zero_nan(&row[6], g);  // as in the source rows (upstream: the stream's prediction would be lost)
     spatial_target_coordinates(grid, points.lat[i], points.lon[i], point_cell[i], &row[6 + g]);
     st.coords.insert(st.coords.end(), row.begin(), row.end());
     st.coords_raw.push_back(points.lat[i]);

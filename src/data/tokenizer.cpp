@@ -56,10 +56,6 @@ void prefetch_row(const float* row, int n) {
   for (int j = 0; j < n; j += 16) __builtin_prefetch(row + j);
 }
 
-void zero_nan(float* v, int n) {
-  for (int j = 0; j < n; ++j) v[j] = v[j] == v[j] ? v[j] : 0.0f;
-}
-
 // Sort key inside a cell: (time if spacetime, θ32), ties by reader order.
 struct PointKey {
   int64_t time;
@@ -73,6 +69,10 @@ struct PointKey {
 };
 
 }  // namespace
+
+void zero_nan(float* v, int n) {
+  for (int j = 0; j < n; ++j) v[j] = v[j] == v[j] ? v[j] : 0.0f;
+}
 
 TokenPartition partition_points(const HealpixGrid& grid, const PointSet& points, int token_size,
                                 bool tokenize_spacetime, const std::string& stream) {

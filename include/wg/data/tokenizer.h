@@ -52,6 +52,10 @@ struct TokenPartition {
 TokenPartition partition_points(const HealpixGrid& grid, const PointSet& points, int token_size,
                                 bool tokenize_spacetime, const std::string& stream);
 
+// NaN values of v[0 .. n) set to 0 (the source rows' data and geoinfos, the
+// target coordinates' geoinfos).
+void zero_nan(float* v, int n);
+
 // Source features of one point: the 5 time values and the 2 cell-local
 // coordinates (§4.2, including upstream's radians-as-degrees quirk §12.1).
 void source_time_features(int64_t time, int64_t window_start, float out[kTimeFeatures]);
