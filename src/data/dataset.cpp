@@ -70,13 +70,13 @@ Dataset::Dataset(const Config& c, int rank, int world)
     warnings_.push_back("samples_per_mini_epoch is " + std::to_string(c.samples_per_mini_epoch) + " but the period has " +
                         std::to_string(train_->num_candidates()) + " windows: a mini-epoch has " +
                         std::to_string(samples_per_epoch_) + " samples (as upstream)");
-  const int64_t global = int64_t(c.batch_size_per_gpu) * world;
-  if (samples_per_epoch_ < c.samples_per_mini_epoch && samples_per_epoch_ < global)  // the period is the limit
+  const int64_t global_batch = int64_t(c.batch_size_per_gpu) * world;
+  if (samples_per_epoch_ < c.samples_per_mini_epoch && samples_per_epoch_ < global_batch)  // the period is the limit
     throw std::invalid_argument("the training period (start_date " + yyyymmddhhmm(c.start_date) + " to end_date " +
                                 yyyymmddhhmm(c.end_date) + ") has " + std::to_string(samples_per_epoch_) +
                                 " windows, fewer than one global batch (batch_size_per_gpu " +
                                 std::to_string(c.batch_size_per_gpu) + " x " + std::to_string(world) +
-                                " ranks = " + std::to_string(global) + "): a longer period, or a smaller batch");
+                                " ranks = " + std::to_string(global_batch) + "): a longer period, or a smaller batch");
   sampler_.emplace(c.data_seed(), samples_per_epoch_, c.batch_size_per_gpu, world);
   warn_outside(*train_, "training period", c.start_date, c.end_date, warnings_);
   summary_ = std::to_string(train_->num_candidates()) + " training windows of " +

@@ -9,10 +9,18 @@
 
 namespace wg {
 
+namespace {
+// The generators a computation on `device` may draw from: the CPU's, then the device's.
+std::vector<at::Generator> generators_for(const c10::Device& device) {
+  std::vector<at::Generator> g{at::globalContext().defaultGenerator(c10::DeviceType::CPU)};
+  if (device.type() != c10::DeviceType::CPU) g.push_back(at::globalContext().defaultGenerator(device));
+  return g;
+}
+}  // namespace
+
 GeneratorStates GeneratorStates::capture(const c10::Device& device) {
   GeneratorStates s;
-  s.generators_.push_back(at::globalContext().defaultGenerator(c10::DeviceType::CPU));
-  if (device.type() != c10::DeviceType::CPU) s.generators_.push_back(at::globalContext().defaultGenerator(device));
+  s.generators_ = generators_for(device);
   for (auto& g : s.generators_) {
     std::lock_guard<std::mutex> lock(g.mutex());
     s.states_.push_back(g.get_state());
@@ -22,8 +30,7 @@ GeneratorStates GeneratorStates::capture(const c10::Device& device) {
 
 GeneratorStates GeneratorStates::from(const c10::Device& device, const std::vector<at::Tensor>& states) {
   GeneratorStates s;
-  s.generators_.push_back(at::globalContext().defaultGenerator(c10::DeviceType::CPU));
-  if (device.type() != c10::DeviceType::CPU) s.generators_.push_back(at::globalContext().defaultGenerator(device));
+  s.generators_ = generators_for(device);
   TORCH_CHECK(states.size() == s.generators_.size(), "GeneratorStates::from: ", states.size(), " states for ",
               s.generators_.size(), " generators");
   s.states_ = states;
