@@ -161,16 +161,10 @@ bool Trainer::attempt_step(const ModelBatch& batch, StepMetrics& m, std::string&
   }
   m.nonfinite_loss = !std::isfinite(m.loss);
   if (any_rank(m.nonfinite_loss)) {
-    if (config_.nan_policy == NanPolicy::Error)
-      throw NonFiniteLossError("non-finite loss (" + std::to_string(m.loss) + " on rank " + std::to_string(rank_) +
-                               ", or on another rank) at step " + std::to_string(m.step) +
-                               "; nan_policy is 'error' (set nan_policy: skip to skip such steps)");
-    if (++consecutive_skips_ >= config_.max_consecutive_nan_skips)
-      throw NonFiniteLossError("non-finite loss or gradient in " + std::to_string(consecutive_skips_) +
-                               " consecutive steps (max_consecutive_nan_skips), last at step " +
-                               std::to_string(m.step));
-    spdlog::warn("step {}: non-finite loss, step skipped (nan_policy: skip, {} in a row)", m.step, consecutive_skips_);
-    m.skipped = true;
+    skip_nonfinite(m,
+                   "non-finite loss (" + std::to_string(m.loss) + " on rank " + std::to_string(rank_) +
+                       ", or on another rank) at step " + std::to_string(m.step),
+                   "non-finite loss, step skipped");
     return false;
   }
   if (grad_sync_) grad_sync_->begin();
@@ -185,6 +179,16 @@ bool Trainer::attempt_step(const ModelBatch& batch, StepMetrics& m, std::string&
   return any_rank(!oom_what.empty());
 }
 
+void Trainer::skip_nonfinite(StepMetrics& m, const std::string& what, const char* skipped) {
+  if (config_.nan_policy == NanPolicy::Error)
+    throw NonFiniteLossError(what + "; nan_policy is 'error' (set nan_policy: skip to skip such steps)");
+  if (++consecutive_skips_ >= config_.max_consecutive_nan_skips)
+    throw NonFiniteLossError("non-finite loss or gradient in " + std::to_string(consecutive_skips_) +
+                             " consecutive steps (max_consecutive_nan_skips), last at step " + std::to_string(m.step));
+  spdlog::warn("step {}: {} (nan_policy: skip, {} in a row)", m.step, skipped, consecutive_skips_);
+  m.skipped = true;
+}
+
 void Trainer::optimizer_step(StepMetrics& m) {
   for (auto& group : optimizer_->param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(m.lr).betas({schedule_.beta1_at(m.step), adam_.beta2});
@@ -195,18 +199,10 @@ void Trainer::optimizer_step(StepMetrics& m) {
   if (any_rank(m.nonfinite_grad)) {
     // Upstream's GradScaler skips the optimizer step on an inf/NaN gradient
     // (wg-model.md §10.4); nan_policy decides here, as for the loss.
-    if (config_.nan_policy == NanPolicy::Error)
-      throw NonFiniteLossError("non-finite gradient norm (" + std::to_string(m.grad_norm) + " on rank " +
-                               std::to_string(rank_) + ") at step " + std::to_string(m.step) + " from a finite loss (" +
-                               std::to_string(m.loss) +
-                               "); nan_policy is 'error' (set nan_policy: skip to skip such steps)");
-    if (++consecutive_skips_ >= config_.max_consecutive_nan_skips)
-      throw NonFiniteLossError("non-finite loss or gradient in " + std::to_string(consecutive_skips_) +
-                               " consecutive steps (max_consecutive_nan_skips), last at step " +
-                               std::to_string(m.step));
-    spdlog::warn("step {}: non-finite gradient norm, optimizer step skipped (nan_policy: skip, {} in a row)", m.step,
-                 consecutive_skips_);
-    m.skipped = true;
+    skip_nonfinite(m,
+                   "non-finite gradient norm (" + std::to_string(m.grad_norm) + " on rank " + std::to_string(rank_) +
+                       ") at step " + std::to_string(m.step) + " from a finite loss (" + std::to_string(m.loss) + ")",
+                   "non-finite gradient norm, optimizer step skipped");
     return;
   }
   consecutive_skips_ = 0;

@@ -185,6 +185,10 @@ class Trainer {
   // of memory (then every rank retries). Sets m.skipped on a skipped step.
   bool attempt_step(const ModelBatch& batch, StepMetrics& m, std::string& oom_what);
   void optimizer_step(StepMetrics& m);
+  // A non-finite loss or gradient on some rank, every rank together: throws
+  // NonFiniteLossError (`what` under nan_policy error; too many in a row),
+  // else marks the step skipped and logs `skipped`.
+  void skip_nonfinite(StepMetrics& m, const std::string& what, const char* skipped);
 };
 
 // The trainer as the automatic planner's probe (wg/plan/cost_profile.h),
