@@ -3,6 +3,10 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 #include "wg/io/safetensors.h"
 #include "wg/io/weights.h"
 #include "wg/util/optimizer_state_key.h"
@@ -10,10 +14,17 @@
 namespace wg {
 
 void save_training_state(const std::string& path, const torch::nn::Module& model, torch::optim::AdamW& optimizer,
-                         int64_t next_step, const std::vector<torch::Tensor>& ema) {
+                         int64_t next_step, const std::vector<torch::Tensor>& ema,
+                         std::optional<LossScaleState> loss_scale) {
   SafetensorsFile f = weights_file(model, DType::F32, "model.");
   f.metadata["format"] = "wgtrain-training-state";
   f.metadata["next_step"] = std::to_string(next_step);
+  if (loss_scale) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.17g", loss_scale->scale);  // exact: reads back to the same double
+    f.metadata["loss_scale"] = text;
+    f.metadata["loss_scale_growth_tracker"] = std::to_string(loss_scale->growth_tracker);
+  }
   auto& state = optimizer.state();
   for (const auto& p : model.named_parameters()) {
     auto it = state.find(optimizer_state_key(p.value()));
@@ -34,11 +45,24 @@ void save_training_state(const std::string& path, const torch::nn::Module& model
 }
 
 int64_t load_training_state(const std::string& path, torch::nn::Module& model, torch::optim::AdamW& optimizer,
-                            std::vector<torch::Tensor>* ema) {
+                            std::vector<torch::Tensor>* ema, std::optional<LossScaleState>* loss_scale) {
   const SafetensorsFile f = read_safetensors(path);
   auto step_it = f.metadata.find("next_step");
   if (f.metadata.count("format") == 0 || f.metadata.at("format") != "wgtrain-training-state" || step_it == f.metadata.end())
     throw SafetensorsError(path + ": not a wgtrain training state (metadata format/next_step missing)");
+  std::optional<LossScaleState> scale;
+  if (f.metadata.count("loss_scale")) {
+    const std::string& text = f.metadata.at("loss_scale");
+    const auto tracker = f.metadata.find("loss_scale_growth_tracker");
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0' || !(value > 0) || !std::isfinite(value) || tracker == f.metadata.end() ||
+        tracker->second.empty() || tracker->second.find_first_not_of("0123456789") != std::string::npos)
+      throw SafetensorsError(path + ": metadata loss_scale '" + text + "' (with loss_scale_growth_tracker '" +
+                             (tracker == f.metadata.end() ? std::string("<missing>") : tracker->second) +
+                             "') is not a positive finite scale and a count");
+    scale = LossScaleState{value, std::stoll(tracker->second)};
+  }
   // Optimizer moments must come in complete triples for known parameters.
   std::vector<std::string> problems;
   std::map<std::string, torch::Tensor> params;
@@ -81,6 +105,7 @@ int64_t load_training_state(const std::string& path, torch::nn::Module& model, t
     s->step(to_tensor(*f.find("optimizer." + name + ".step")).item<int64_t>());
     state[optimizer_state_key(p)] = std::move(s);
   }
+  if (loss_scale) *loss_scale = scale;
   return std::stoll(step_it->second);
 }
 

@@ -33,10 +33,12 @@ void LogSink::on_step(const StepMetrics& m) {
     spdlog::info("validation after step {}: loss {:.5f}", m.step + 1, m.validation_loss);
   if (!due(m.step, m.total_steps, every_)) return;
   const std::string mfu_text = m.peak_flops > 0 ? fmt::format(" MFU {:.1f}%", 100.0 * mfu(m)) : "";
-  spdlog::info("step {:>6}/{} loss {:.5f} lr {:.3e} grad_norm {:.3f} samples/s {:.1f} tokens/s {:.0f} "
-               "GFLOP/s {:.1f}{} peak {}{}",
-               m.step + 1, m.total_steps, m.loss, m.lr, m.grad_norm, m.samples_per_second, m.tokens_per_second,
-               model_flops_per_second(m) * 1e-9, mfu_text, format_bytes(m.peak_bytes), skip_note(m));
+  const std::string scale_text = m.loss_scale != 1.0 ? fmt::format(" loss_scale {:g}", m.loss_scale) : "";
+  spdlog::info(
+      "step {:>6}/{} loss {:.5f} lr {:.3e} grad_norm {:.3f} samples/s {:.1f} tokens/s {:.0f} "
+      "GFLOP/s {:.1f}{} peak {}{}{}",
+      m.step + 1, m.total_steps, m.loss, m.lr, m.grad_norm, m.samples_per_second, m.tokens_per_second,
+      model_flops_per_second(m) * 1e-9, mfu_text, format_bytes(m.peak_bytes), scale_text, skip_note(m));
 }
 
 void LogSink::on_end(const RunSummary& s) {
@@ -77,6 +79,7 @@ std::string to_json(const StepMetrics& m, const std::vector<std::pair<std::strin
       {"nonfinite_grad", m.nonfinite_grad},
       {"skipped", m.skipped},
       {"oom_retries", m.oom_retries},
+      {"loss_scale", m.loss_scale},
   };
   if (m.validation_loss >= 0) j["validation_loss"] = m.validation_loss;
   for (const auto& [key, value] : losses) j[key] = number(value);

@@ -134,6 +134,12 @@ void FusedAdamW::clear_gradients() {
     for (auto& p : group.params()) p.mutable_grad() = torch::Tensor();
 }
 
+void FusedAdamW::unscale_gradients(double scale) {
+  torch::NoGradGuard no_grad;
+  const double inverse = double(float(1.0 / scale));  // torch: the scale's double reciprocal, as float32
+  for (const auto& p : params_with_grad()) p.grad().mul_(inverse);
+}
+
 std::vector<torch::Tensor> FusedAdamW::params_with_grad() {
   std::vector<torch::Tensor> out;
   for (auto& group : param_groups())

@@ -113,7 +113,11 @@ void save_checkpoint(const std::string& run_dir, Trainer& trainer, int64_t next_
     write_file_atomically((tmp / kLayoutFile).string(), layout_of(dist.size(), trainer.dataset().batch_per_rank()));
   if (dist.rank() == 0)
     save_training_state((tmp / "state.safetensors").string(), *trainer.model(), trainer.optimizer(), next_step,
-                        trainer.weight_average() ? trainer.weight_average()->averaged() : std::vector<torch::Tensor>{});
+                        trainer.weight_average() ? trainer.weight_average()->averaged() : std::vector<torch::Tensor>{},
+                        trainer.loss_scaler().enabled()
+                            ? std::optional<LossScaleState>(
+                                  LossScaleState{trainer.loss_scaler().scale(), trainer.loss_scaler().growth_tracker()})
+                            : std::nullopt);
   dist.barrier();
   if (dist.rank() == 0) {
     fs::remove_all(final_dir);
@@ -145,8 +149,12 @@ std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& traine
     int64_t next = -1;
     try {
       WeightAverage* ema = trainer.weight_average();
+      std::optional<LossScaleState> scale;
       next = load_training_state((dir / "state.safetensors").string(), *trainer.model(), trainer.optimizer(),
-                                 ema ? &ema->averaged() : nullptr);
+                                 ema ? &ema->averaged() : nullptr, &scale);
+      // A run that scales its loss continues at the saved scale; a checkpoint
+      // without one (written without scaling) starts the scaler afresh.
+      if (scale && trainer.loss_scaler().enabled()) trainer.loss_scaler().restore(scale->scale, scale->growth_tracker);
       const fs::path rng = dir / ("rng_rank" + std::to_string(dist.rank()) + ".safetensors");
       if (fs::exists(rng)) {
         const SafetensorsFile f = read_safetensors(rng.string());

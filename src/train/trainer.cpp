@@ -64,7 +64,11 @@ Trainer::Trainer(const Config& config, Dataset data, const RecomputePlan& plan, 
       validation_loss_(config, config.validation_loss, dataset_.stream_shapes(), false),
       loss_names_(names_of(config, dataset_.stream_shapes())),
       schedule_(config.lr, dataset_.total_steps(), int64_t(config.batch_size_per_gpu) * world_),
-      adam_(adam_constants(int64_t(config.batch_size_per_gpu) * world_)) {
+      adam_(adam_constants(int64_t(config.batch_size_per_gpu) * world_)),
+      scaler_(loss_scaling_enabled(config.loss_scaling, device.is_cuda(), config.with_mixed_precision,
+                                   config.attention_dtype)) {
+  if (scaler_.enabled())
+    spdlog::info("dynamic loss scaling from {} (loss_scaling: {})", scaler_.scale(), config.loss_scaling);
   set_plan(plan);
   auto policy = std::make_shared<OomPolicy>(config.auto_plan.oom_max_retries);
   oom_handler_ = [policy](const RecomputePlan& current, const OomEvent& e) {
@@ -167,9 +171,10 @@ bool Trainer::attempt_step(const ModelBatch& batch, StepMetrics& m, std::string&
                    "non-finite loss, step skipped");
     return false;
   }
+  m.loss_scale = scaler_.scale();
   if (grad_sync_) grad_sync_->begin();
   try {
-    loss.backward();
+    (scaler_.enabled() ? loss * scaler_.scale() : loss).backward();
   } catch (const c10::OutOfMemoryError& e) {
     oom_what = e.what_without_backtrace();
   }
@@ -192,11 +197,28 @@ void Trainer::skip_nonfinite(StepMetrics& m, const std::string& what, const char
 void Trainer::optimizer_step(StepMetrics& m) {
   for (auto& group : optimizer_->param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(m.lr).betas({schedule_.beta1_at(m.step), adam_.beta2});
+  if (scaler_.enabled()) optimizer_->unscale_gradients(scaler_.scale());
   m.grad_norm = optimizer_->gradient_norm();
   m.nonfinite_grad = !std::isfinite(m.grad_norm);
   // The gradients were exchanged, so the ranks' norms agree; asking all
   // keeps them together should an exchange ever differ.
-  if (any_rank(m.nonfinite_grad)) {
+  const bool nonfinite = any_rank(m.nonfinite_grad);
+  if (scaler_.enabled()) {
+    // The scaler's business, not nan_policy's: a float16 gradient overflowed
+    // at this scale. Skip the step, as upstream's GradScaler does, and back off.
+    const double was = scaler_.scale();
+    scaler_.update(nonfinite);
+    if (nonfinite) {
+      if (scaler_.exhausted())
+        throw NonFiniteLossError("non-finite gradients at step " + std::to_string(m.step) +
+                                 " with the loss scale down to " + std::to_string(scaler_.scale()) +
+                                 ": they are not finite at any scale (the loss was " + std::to_string(m.loss) + ")");
+      spdlog::warn("step {}: non-finite gradient at loss scale {}, optimizer step skipped, scale now {}", m.step, was,
+                   scaler_.scale());
+      m.skipped = true;
+      return;
+    }
+  } else if (nonfinite) {
     // Upstream's GradScaler skips the optimizer step on an inf/NaN gradient
     // (wg-model.md §10.4); nan_policy decides here, as for the loss.
     skip_nonfinite(m,

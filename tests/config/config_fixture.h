@@ -177,12 +177,11 @@ inline std::string dump(const Config& c) {
   for (double p : m.probabilities) o << " " << p;
   o << " " << m.hl_mask << " " << m.mode << " " << m.same_strategy_per_batch << "\n";
   const auto& l = c.lr;
-  o << l.lr_start << "|" << l.lr_max << "|" << l.lr_final_decay << "|" << l.lr_final << "|"
-    << l.lr_steps_warmup << "|" << l.lr_steps_cooldown << "|" << l.lr_policy_warmup << "|"
-    << l.lr_policy_decay << "|" << l.lr_policy_cooldown << "|" << l.lr_scaling_policy << "|"
-    << c.grad_clip << "|" << c.weight_decay << "|" << static_cast<int>(c.nan_policy) << "|"
-    << c.max_consecutive_nan_skips << "|" << c.device << "|" << c.num_threads << "|"
-    << c.train_log_freq.terminal << "|" << c.train_log_freq.metrics << "|"
+  o << l.lr_start << "|" << l.lr_max << "|" << l.lr_final_decay << "|" << l.lr_final << "|" << l.lr_steps_warmup << "|"
+    << l.lr_steps_cooldown << "|" << l.lr_policy_warmup << "|" << l.lr_policy_decay << "|" << l.lr_policy_cooldown
+    << "|" << l.lr_scaling_policy << "|" << c.grad_clip << "|" << c.weight_decay << "|"
+    << static_cast<int>(c.nan_policy) << "|" << c.max_consecutive_nan_skips << "|" << c.loss_scaling << "|" << c.device
+    << "|" << c.num_threads << "|" << c.train_log_freq.terminal << "|" << c.train_log_freq.metrics << "|"
     << c.train_log_freq.checkpoint << "\n";
   for (const auto& sec : recompute_sections()) {
     o << "gc " << sec.name << " ";

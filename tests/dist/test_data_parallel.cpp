@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -141,6 +142,36 @@ TEST(DataParallel, NcclAllreduceOnTheGpu) {
   comm->allreduce_sum(x.data_ptr<float>(), size_t(x.numel()));
   const int n = test_dist().size();
   EXPECT_EQ(x.cpu()[0].item<float>(), float(n * (n + 1) / 2));
+}
+
+// The loss scaler moves on every rank together (an overflow on one rank
+// skips the step and halves the scale on all), and a checkpoint carries it.
+TEST(DataParallel, TheLossScaleMovesTogetherAndSurvivesACheckpoint) {
+  Config c = dp_config();
+  c.loss_scaling = "on";
+  auto comm = make_mpi_communicator(test_dist());
+  Trainer t(c, Dataset(c, test_dist().rank(), test_dist().size()), resolve_plan(c), torch::kCPU, &test_dist(),
+            comm.get());
+  torch::Tensor p = t.model()->parameters()[0];
+  unsigned hook = 0;
+  if (test_dist().rank() == 1) hook = p.register_hook([](torch::Tensor g) { return torch::full_like(g, INFINITY); });
+  torch::manual_seed(500);
+  EXPECT_TRUE(t.step(0).skipped);
+  EXPECT_EQ(t.loss_scaler().scale(), 32768.0);
+  if (test_dist().rank() == 1) p.remove_hook(hook);
+  torch::manual_seed(501);
+  EXPECT_FALSE(t.step(1).skipped);
+  EXPECT_EQ(t.loss_scaler().growth_tracker(), 1);
+  EXPECT_TRUE(identical_across_ranks(flat_params(t)));
+  const std::string dir = test_dist().broadcast_string(
+      (std::filesystem::temp_directory_path() / ("wg_loss_scale_" + std::to_string(::getpid()))).string());
+  save_checkpoint(dir, t, 2, test_dist(), 1);
+  t.loss_scaler().restore(8.0, 0);
+  ASSERT_EQ(resume_latest(dir, t, test_dist()), std::optional<int64_t>(2));
+  EXPECT_EQ(t.loss_scaler().scale(), 32768.0);
+  EXPECT_EQ(t.loss_scaler().growth_tracker(), 1);
+  test_dist().barrier();
+  if (test_dist().rank() == 0) std::filesystem::remove_all(dir);
 }
 
 // A training checkpoint holds each rank's GPU generator too (dropout draws

@@ -5,9 +5,12 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "../common/tiny_config.h"
+#include "wg/io/safetensors.h"
 #include "wg/io/training_state.h"
 #include "wg/io/weights.h"
 #include "wg/model/model_options.h"
@@ -146,6 +149,33 @@ TEST(TrainingState, ResumeContinuesExactlyAsTheUninterruptedRun) {
   EXPECT_THROW(load_training_state(tmp("state_plain.safetensors"), *resumed.model(), resumed.optimizer(),
                                    &resumed.weight_average()->averaged()),
                WeightsMismatchError);
+}
+
+// The loss scaler's state travels in the metadata, exactly; a state written
+// without scaling has none; a damaged one is refused before anything loads.
+TEST(TrainingState, KeepsTheLossScale) {
+  Config c = tiny_config();
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  const double scale = std::ldexp(1.0, -20) * 3;  // not a power of two: still exact
+  save_training_state(tmp("scaled.safetensors"), *t.model(), t.optimizer(), 3, {}, LossScaleState{scale, 17});
+  std::optional<LossScaleState> read;
+  EXPECT_EQ(load_training_state(tmp("scaled.safetensors"), *t.model(), t.optimizer(), nullptr, &read), 3);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->scale, scale);
+  EXPECT_EQ(read->growth_tracker, 17);
+  save_training_state(tmp("unscaled.safetensors"), *t.model(), t.optimizer(), 3);
+  load_training_state(tmp("unscaled.safetensors"), *t.model(), t.optimizer(), nullptr, &read);
+  EXPECT_FALSE(read.has_value());
+  SafetensorsFile f = read_safetensors(tmp("scaled.safetensors"));
+  f.metadata["loss_scale"] = "-1";
+  write_safetensors(tmp("bad_scale.safetensors"), f);
+  std::string what;
+  try {
+    load_training_state(tmp("bad_scale.safetensors"), *t.model(), t.optimizer(), nullptr, &read);
+  } catch (const SafetensorsError& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("loss_scale '-1'"), std::string::npos) << what;
 }
 
 TEST(TrainingState, PlainWeightsAreNotATrainingState) {

@@ -3,7 +3,8 @@
 // segments) against this project's CPU kernel; a training step in bf16
 // autocast, its loss finite and the caching allocator's reserved peak at
 // least its allocated peak; recomputation still giving the gradients of
-// none. bench/gpu/run.sh runs these on a GPU machine.
+// none; a float16 step under dynamic loss scaling. bench/gpu/run.sh runs
+// these on a GPU machine.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -68,6 +69,32 @@ TEST(Gpu, Bf16StepHasAFiniteLossAndReservedAtLeastAllocated) {
     EXPECT_LT(mb.peak_bytes - mb.start_bytes, ma.peak_bytes - ma.start_bytes) << "full recomputation keeps less";
     EXPECT_NEAR(mb.loss, ma.loss, 1e-6 * std::abs(ma.loss)) << "the same step with and without recomputation";
   }
+}
+
+// float16 autocast scales the loss (loss_scaling: auto), as upstream's
+// GradScaler: the steps train, each at the scale of its backward, halving
+// it where a gradient overflowed.
+TEST(Gpu, Fp16StepsScaleTheirLoss) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device on this machine";
+  Config c = testing::tiny_config();
+  c.device = "cuda";
+  c.with_mixed_precision = true;
+  c.attention_dtype = "fp16";
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::Device(torch::kCUDA, 0));
+  ASSERT_TRUE(t.loss_scaler().enabled());
+  const torch::Tensor before = t.model()->parameters()[0].detach().cpu();
+  int stepped = 0;
+  double scale = 65536.0;
+  for (int64_t step = 0; step < 6; ++step) {
+    const StepMetrics m = t.step(step);
+    EXPECT_TRUE(std::isfinite(m.loss)) << "step " << step;
+    EXPECT_EQ(m.loss_scale, scale) << "step " << step;
+    if (m.skipped && m.nonfinite_grad) scale /= 2;  // an overflow at this scale
+    stepped += m.skipped ? 0 : 1;
+  }
+  EXPECT_GT(stepped, 0);
+  EXPECT_EQ(t.loss_scaler().scale(), scale);
+  EXPECT_FALSE(torch::equal(before, t.model()->parameters()[0].detach().cpu()));
 }
 
 }  // namespace

@@ -257,6 +257,77 @@ TEST(Trainer, ANonFiniteGradientFollowsNanPolicy) {
   }
 }
 
+// Loss scaling (upstream's GradScaler; auto under float16 autocast, here
+// forced on the CPU): backward sees gradients 2^16 times larger, the step
+// is bit for bit the unscaled one's (a power of two is exact), and the loss
+// and gradient norm are reported unscaled.
+TEST(Trainer, LossScalingChangesNoBitOfAStep) {
+  Config off = tiny_config();
+  off.loss_scaling = "off";
+  Config on = off;
+  on.loss_scaling = "on";
+  Trainer a(off, Dataset(off, 0, 1), resolve_plan(off), torch::kCPU);
+  Trainer b(on, Dataset(on, 0, 1), resolve_plan(on), torch::kCPU);
+  ASSERT_FALSE(a.loss_scaler().enabled());
+  ASSERT_TRUE(b.loss_scaler().enabled());
+  double seen[2] = {0, 0};
+  a.model()->parameters()[0].register_hook([&](torch::Tensor g) { seen[0] = g.abs().max().item<double>(); });
+  b.model()->parameters()[0].register_hook([&](torch::Tensor g) { seen[1] = g.abs().max().item<double>(); });
+  for (int64_t k = 0; k < 3; ++k) {
+    torch::manual_seed(k);
+    const StepMetrics ma = a.step(k);
+    torch::manual_seed(k);
+    const StepMetrics mb = b.step(k);
+    EXPECT_EQ(ma.loss_scale, 1.0);
+    EXPECT_EQ(mb.loss_scale, 65536.0);
+    EXPECT_EQ(ma.loss, mb.loss) << "step " << k;
+    EXPECT_EQ(ma.grad_norm, mb.grad_norm) << "step " << k;
+    ASSERT_GT(seen[0], 0.0);
+    EXPECT_EQ(seen[1], seen[0] * 65536.0) << "step " << k;
+  }
+  const auto pa = a.model()->parameters(), pb = b.model()->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pb[i])) << "parameter " << i;
+}
+
+// Under loss scaling a non-finite gradient is an overflow at that scale: the
+// step is skipped and the scale halves, whatever nan_policy says, until the
+// scale falls below float16's smallest subnormal (then an error).
+TEST(Trainer, UnderLossScalingANonFiniteGradientBacksOffThenStops) {
+  Config c = tiny_config();  // nan_policy error
+  c.loss_scaling = "on";
+  Trainer t(c, Dataset(c, 0, 1), resolve_plan(c), torch::kCPU);
+  torch::Tensor p = t.model()->parameters()[0];
+  const auto before = p.detach().clone();
+  const unsigned hook = p.register_hook([](torch::Tensor g) { return torch::full_like(g, INFINITY); });
+  const StepMetrics m = t.step(0);
+  EXPECT_TRUE(m.skipped);
+  EXPECT_TRUE(m.nonfinite_grad);
+  EXPECT_EQ(m.loss_scale, 65536.0);
+  EXPECT_EQ(t.loss_scaler().scale(), 32768.0);
+  EXPECT_TRUE(torch::equal(before, p));
+  p.remove_hook(hook);
+  const StepMetrics good = t.step(1);
+  EXPECT_FALSE(good.skipped);
+  EXPECT_EQ(good.loss_scale, 32768.0);
+  EXPECT_EQ(t.loss_scaler().growth_tracker(), 1);
+  EXPECT_FALSE(torch::equal(before, p));
+  // A step without target data runs no backward: the scaler stays (upstream
+  // backs off on the NaN gradients of its NaN loss).
+  EXPECT_TRUE(t.step_on(batch_without_targets(c), 2).skipped);
+  EXPECT_EQ(t.loss_scaler().scale(), 32768.0);
+  EXPECT_EQ(t.loss_scaler().growth_tracker(), 1);
+  t.loss_scaler().restore(std::ldexp(1.0, -23), 0);
+  p.register_hook([](torch::Tensor g) { return torch::full_like(g, NAN); });
+  EXPECT_TRUE(t.step(3).skipped);  // down to 2^-24
+  std::string what;
+  try {
+    t.step(4);
+  } catch (const NonFiniteLossError& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("not finite at any scale"), std::string::npos) << what;
+}
+
 // Every stream's coordinate embedding diverged (NaN weights): each stream's
 // prediction is dropped as upstream drops it, and the step is a non-finite
 // loss under nan_policy, not a batch without targets.

@@ -372,6 +372,9 @@ struct Config {
   double weight_decay = 0.1;
   NanPolicy nan_policy = NanPolicy::Error;  // a non-finite loss or gradient norm: stop (error) or skip the step
   int max_consecutive_nan_skips = 10;
+  // Dynamic loss scaling (upstream's GradScaler, wg/train/loss_scaler.h):
+  // auto: under float16 autocast on a GPU, where it matters | on | off.
+  std::string loss_scaling = "auto";
 
   // activation recomputation choices
   RecomputeConfig gradient_checkpointing;

@@ -32,6 +32,7 @@ struct StepMetrics {
   bool skipped = false;             // no optimizer step on any rank: no target data, or (nan_policy: skip) a
                                     // non-finite loss on some rank or a non-finite gradient
   int oom_retries = 0;              // attempts repeated after running out of memory
+  double loss_scale = 1;            // what the loss was multiplied by before backward (1: no loss scaling)
   double validation_loss = -1;      // after this step (the end of a mini-epoch): the validation loss; < 0: none
   // Per stream, in config order (names in StepLossNames): the stream's loss
   // (its first loss function, mean over channels; NaN: no data this step),

@@ -50,6 +50,10 @@ class FusedAdamW : public torch::optim::AdamW {
   double clip_and_step(double max_norm);
   // Every parameter's gradient undefined (none), before a step's backward.
   void clear_gradients();
+  // Every gradient multiplied by float(1 / scale) in place, as
+  // GradScaler.unscale_ does after a backward of the loss times `scale`
+  // (wg/train/loss_scaler.h): exact where the scale is a power of two.
+  void unscale_gradients(double scale);
 
  private:
   void step_scaled(double grad_scale);

@@ -37,6 +37,7 @@
 #include "wg/train/ema.h"
 #include "wg/train/fused_adamw.h"
 #include "wg/train/loss.h"
+#include "wg/train/loss_scaler.h"
 #include "wg/train/lr_schedule.h"
 
 namespace wg {
@@ -139,6 +140,8 @@ class Trainer {
   WeatherModel& model() { return model_; }
   FusedAdamW& optimizer() { return *optimizer_; }
   const LrSchedule& schedule() const { return schedule_; }
+  // The dynamic loss scaler (disabled unless loss_scaling asks for it).
+  LossScaler& loss_scaler() { return scaler_; }
   // The weight average (null without validate_with_ema).
   WeightAverage* weight_average() { return ema_.get(); }
   const std::string& device_name() const { return device_name_; }
@@ -170,6 +173,7 @@ class Trainer {
   StepLossNames loss_names_;
   LrSchedule schedule_;
   AdamConstants adam_;
+  LossScaler scaler_;
   std::unique_ptr<FusedAdamW> optimizer_;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<WeightAverage> ema_;
