@@ -3,8 +3,10 @@
 files without building or running the trainer.
 
 Serves every family of monitoring/METRICS.md for N ranks (values move a little
-per scrape), writes a file_sd target file <file_sd_dir>/<run_id>.json like the
-trainer does, and removes it on SIGTERM/SIGINT.
+per scrape), writes a file_sd target file <file_sd_dir>/wgtrain-<run_id>.json
+(labels run_id, slurm_job_id, config) like the trainer does, and removes it on
+SIGTERM/SIGINT. As with the trainer, run_id reaches the per-rank series only
+through those target labels, not through the exposition.
 
   fake_exporter.py --file-sd-dir DIR [--ranks 4] [--run-id fake] [--port 0]
 
@@ -134,8 +136,10 @@ class State:
             per_rank("wgtrain_skipped_steps_total", "counter", "skipped", lambda r: 0)
             per_rank("wgtrain_oom_retries_total", "counter", "oom retries", lambda r: 0)
             per_rank("wgtrain_data_skipped_samples_total", "counter", "unreadable samples", lambda r: 0)
-            # no wgtrain_telemetry_failures_total series: none failed yet
+            # like the trainer: the three kinds exist from the start, at 0
             fam("wgtrain_telemetry_failures_total", "counter", "telemetry failures")
+            for kind in ("file_sd", "pushgateway", "http"):
+                out.append('wgtrain_telemetry_failures_total{kind="%s"} 0' % kind)
             return ("\n".join(out) + "\n").encode()
 
 
@@ -165,7 +169,7 @@ def main():
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     port = srv.server_address[1]
-    target = os.path.join(args.file_sd_dir, args.run_id + ".json")
+    target = os.path.join(args.file_sd_dir, "wgtrain-" + args.run_id + ".json")
     tmp = target + ".tmp"
     with open(tmp, "w") as f:  # write + rename: Prometheus never sees half a file
         json.dump([{"targets": ["127.0.0.1:%d" % port],
