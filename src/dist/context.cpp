@@ -155,10 +155,20 @@ void AsyncGather::start(const void* record) {
   active_ = true;
 }
 
+bool AsyncGather::done() {
+  if (!active_) return false;
+  if (!complete_) {
+    int flag = 0;  // MPI_Test frees a completed request: wait() then only hands out the records
+    WG_MPI_CHECK(MPI_Test(&request_->request, &flag, MPI_STATUS_IGNORE));
+    complete_ = flag != 0;
+  }
+  return complete_;
+}
+
 const std::vector<unsigned char>& AsyncGather::wait() {
   if (active_) {
-    wait_politely(&request_->request);
-    active_ = false;
+    if (!complete_) wait_politely(&request_->request);
+    active_ = complete_ = false;
   }
   return received_;
 }

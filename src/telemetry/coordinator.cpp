@@ -24,6 +24,10 @@ Coordinator::Coordinator(const DistContext& dist, const std::string& device, int
 Coordinator::~Coordinator() = default;
 
 void Coordinator::on_step(const StepMetrics& m) {
+  // The previous window's gather, published as soon as every rank took
+  // part (not one window later): the age of wgtrain_last_step_timestamp_seconds
+  // stays within a window and a step.
+  if (gather_.done()) complete_pending();
   window_.step = m.step + 1;
   window_.loss = m.loss;
   window_.lr = m.lr;
@@ -41,6 +45,7 @@ void Coordinator::on_step(const StepMetrics& m) {
   window_.peak_flops = m.peak_flops;
   window_seconds_ += m.step_seconds;
   window_data_ += m.data_seconds;
+  window_sync_ += m.sync_wait_seconds;
   ++window_steps_;
   window_.num_streams = int32_t(std::min<size_t>(m.stream_losses.size(), RankWindow::kMaxStreams));
   for (int i = 0; i < window_.num_streams; ++i)
@@ -54,12 +59,15 @@ void Coordinator::on_step(const StepMetrics& m) {
 }
 
 void Coordinator::gather_window() {
-  complete_pending();  // the previous window's gather, long done by now
+  complete_pending();  // the previous window's gather, when on_step has not published it yet
   window_.samples_per_second = window_seconds_ > 0 ? window_samples_ / window_seconds_ : 0;
   window_.tokens_per_second = window_seconds_ > 0 ? window_tokens_ / window_seconds_ : 0;
   window_.model_flops_per_second = window_seconds_ > 0 ? window_flops_ / window_seconds_ : 0;
   window_.data_wait_seconds = window_steps_ > 0 ? window_data_ / window_steps_ : 0;
   window_.data_wait_ratio = window_seconds_ > 0 ? window_data_ / window_seconds_ : 0;
+  window_.sync_wait_seconds = window_steps_ > 0 ? window_sync_ / window_steps_ : 0;
+  window_.busy_seconds = window_steps_ > 0 ? (window_seconds_ - window_sync_) / window_steps_ : 0;
+  window_.window_seconds = window_seconds_;
   const RecomputePlan& plan = plan_();
   for (int i = 0; i < window_.num_streams; ++i)
     window_.stream_loss[i] = stream_count_[i] > 0 ? stream_sum_[i] / stream_count_[i]
@@ -70,7 +78,7 @@ void Coordinator::gather_window() {
   // A new window starts; counters (totals) carry on.
   window_.num_durations = 0;
   window_.peak_allocated_bytes = window_.peak_reserved_bytes = 0;
-  window_samples_ = window_tokens_ = window_seconds_ = window_data_ = window_flops_ = 0;
+  window_samples_ = window_tokens_ = window_seconds_ = window_data_ = window_flops_ = window_sync_ = 0;
   window_steps_ = 0;
   std::fill(std::begin(stream_sum_), std::end(stream_sum_), 0.0);
   std::fill(std::begin(stream_count_), std::end(stream_count_), 0);

@@ -83,44 +83,54 @@ JobFamilies::JobFamilies(prometheus::Registry& r)
                               "or a measured matrix product).")),
       mfu(gauge_family(r, "wgtrain_mfu", "Model FLOPs utilisation: model FLOP/s over the peak, last window.")),
       step_duration(histogram_family(r, "wgtrain_step_duration_seconds", "Step durations, data included.")),
-      data_wait_seconds(gauge_family(r, "wgtrain_data_wait_seconds",
-                                     "Mean time per step spent waiting for the batch, last window.")),
-      data_wait_ratio(gauge_family(r, "wgtrain_data_wait_ratio",
-                                   "Share of step time spent waiting for the batch, last window.")),
+      data_wait_seconds(
+          gauge_family(r, "wgtrain_data_wait_seconds", "Mean time per step spent waiting for the batch, last window.")),
+      data_wait_ratio(
+          gauge_family(r, "wgtrain_data_wait_ratio", "Share of step time spent waiting for the batch, last window.")),
+      sync_wait_seconds(gauge_family(r, "wgtrain_sync_wait_seconds",
+                                     "Mean time per step spent waiting for the other ranks (the gradient exchange "
+                                     "after backward, the step's agreements), last window.")),
+      busy_seconds(gauge_family(r, "wgtrain_busy_seconds",
+                                "Mean step time less the time waiting for the other ranks, last window: the rank's "
+                                "own work (compute, data). Synchronous steps wait for the rank with the most.")),
       memory_peak_allocated(
           gauge_family(r, "wgtrain_memory_peak_allocated_bytes", "Allocator peak in the last window.")),
       memory_peak_reserved(gauge_family(
           r, "wgtrain_memory_peak_reserved_bytes",
           "Reserved peak in the last window (CUDA: the caching allocator's reserve; CPU: what the allocator "
           "holds from the system).")),
-      memory_capacity(
-          gauge_family(r, "wgtrain_device_memory_capacity_bytes", "Device memory (CPU: physical memory).")),
+      memory_capacity(gauge_family(r, "wgtrain_device_memory_capacity_bytes", "Device memory (CPU: physical memory).")),
       nonfinite_losses(counter_family(r, "wgtrain_nonfinite_losses_total", "Non-finite losses seen by the rank.")),
       skipped_steps(counter_family(r, "wgtrain_skipped_steps_total", "Steps skipped (nan_policy skip).")),
-      oom_retries(counter_family(r, "wgtrain_oom_retries_total",
-                                 "Step attempts repeated after running out of memory.")),
-      data_skipped_samples(counter_family(r, "wgtrain_data_skipped_samples_total",
-                                          "Samples replaced by a later window: data unreadable, or no target in any stream.")),
+      oom_retries(
+          counter_family(r, "wgtrain_oom_retries_total", "Step attempts repeated after running out of memory.")),
+      data_skipped_samples(
+          counter_family(r, "wgtrain_data_skipped_samples_total",
+                         "Samples replaced by a later window: data unreadable, or no target in any stream.")),
       planned_peak(gauge_family(r, "wgtrain_planned_peak_bytes",
                                 "The automatic planner's predicted step peak (0: manual plan).")),
-      checkpoint_recomputed(gauge_family(r, "wgtrain_checkpoint_recomputed",
-                                         "1 if the piece is recomputed in backward on the rank.")),
-      checkpoint_pieces_recomputed(gauge_family(r, "wgtrain_checkpoint_pieces_recomputed",
-                                                "Recomputed pieces of the section on the rank.")),
+      checkpoint_recomputed(
+          gauge_family(r, "wgtrain_checkpoint_recomputed", "1 if the piece is recomputed in backward on the rank.")),
+      checkpoint_pieces_recomputed(
+          gauge_family(r, "wgtrain_checkpoint_pieces_recomputed", "Recomputed pieces of the section on the rank.")),
       job_samples_per_second(gauge_family(r, "wgtrain_job_samples_per_second", "Samples per second, all ranks.")),
       job_tokens_per_second(gauge_family(r, "wgtrain_job_tokens_per_second", "Tokens per second, all ranks.")),
       job_model_flops_per_second(
           gauge_family(r, "wgtrain_job_model_flops_per_second", "Model FLOPs per second, all ranks.")),
       last_step_timestamp(
           gauge_family(r, "wgtrain_last_step_timestamp_seconds", "Unix time of the last finished step.")),
+      metrics_window_seconds(
+          gauge_family(r, "wgtrain_metrics_window_seconds",
+                       "Step time of the last metrics window (its slowest rank): how old the published step can be.")),
       step(gauge_family(r, "wgtrain_step", "Steps finished by the job.")),
       learning_rate(gauge_family(r, "wgtrain_learning_rate", "Current learning rate.")),
       validation_loss(gauge_family(r, "wgtrain_validation_loss",
                                    "Loss on the validation set after the latest mini-epoch (all ranks).")),
-      slowest_rank(
-          gauge_family(r, "wgtrain_slowest_rank", "Rank with the lowest samples/s in the last window.")),
-      fastest_rank(
-          gauge_family(r, "wgtrain_fastest_rank", "Rank with the highest samples/s in the last window.")),
+      slowest_rank(gauge_family(r, "wgtrain_slowest_rank",
+                                "Rank with the most busy time per step (wgtrain_busy_seconds) in the last window: the "
+                                "one the others wait for.")),
+      fastest_rank(gauge_family(r, "wgtrain_fastest_rank",
+                                "Rank with the least busy time per step (wgtrain_busy_seconds) in the last window.")),
       job_memory_peak_max(gauge_family(r, "wgtrain_job_memory_peak_max_bytes",
                                        "The largest memory peak of the last window, and where.")) {}
 

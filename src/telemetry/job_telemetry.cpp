@@ -89,7 +89,7 @@ void JobTelemetry::start() {
 
 void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
   auto& f = families_;
-  double job_samples = 0, job_tokens = 0, job_flops = 0, last_unix = 0;
+  double job_samples = 0, job_tokens = 0, job_flops = 0, last_unix = 0, window_seconds = 0;
   const RankWindow* slow = nullptr;
   const RankWindow* fast = nullptr;
   const RankWindow* biggest = nullptr;
@@ -116,6 +116,8 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
     for (int i = 0; i < w.num_durations; ++i) hist.Observe(w.durations[i]);
     f.data_wait_seconds.Add(l).Set(w.data_wait_seconds);
     f.data_wait_ratio.Add(l).Set(w.data_wait_ratio);
+    f.sync_wait_seconds.Add(l).Set(w.sync_wait_seconds);
+    f.busy_seconds.Add(l).Set(w.busy_seconds);
     f.memory_peak_allocated.Add(l).Set(double(w.peak_allocated_bytes));
     f.memory_peak_reserved.Add(l).Set(double(w.peak_reserved_bytes));
     f.memory_capacity.Add(l).Set(double(w.capacity_bytes));
@@ -140,8 +142,11 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
     job_tokens += w.tokens_per_second;
     job_flops += w.model_flops_per_second;
     last_unix = std::max(last_unix, w.last_step_unix_seconds);
-    if (!slow || w.samples_per_second < slow->samples_per_second) slow = &w;
-    if (!fast || w.samples_per_second > fast->samples_per_second) fast = &w;
+    window_seconds = std::max(window_seconds, w.window_seconds);
+    // Synchronous steps: every rank's samples/s is the slowest's; the one the
+    // others wait for has the most time of its own.
+    if (!slow || w.busy_seconds > slow->busy_seconds) slow = &w;
+    if (!fast || w.busy_seconds < fast->busy_seconds) fast = &w;
     if (!biggest || w.peak_reserved_bytes > biggest->peak_reserved_bytes) biggest = &w;
     last_step_ = std::max(last_step_, w.step);
   }
@@ -150,6 +155,7 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
   f.job_tokens_per_second.Add({}).Set(job_tokens);
   f.job_model_flops_per_second.Add({}).Set(job_flops);
   f.last_step_timestamp.Add({}).Set(last_unix);
+  f.metrics_window_seconds.Add({}).Set(window_seconds);
   f.step.Add({}).Set(double(last_step_));
   f.learning_rate.Add({}).Set(windows.front().lr);
   if (windows.front().validation_loss >= 0)  // samples_per_validation > 0, after the first mini-epoch
@@ -169,6 +175,8 @@ void JobTelemetry::on_windows(const std::vector<RankWindow>& windows) {
 void JobTelemetry::on_resume(int64_t resumes) { set_total(families_.restarts.Add({}), double(resumes)); }
 
 void JobTelemetry::finish(const std::string& status, int64_t last_step) {
+  if (finished_) return;
+  finished_ = true;
   std::string error;
   if (file_sd_ && !file_sd_->remove(&error)) failure("file_sd", error);
   file_sd_.reset();

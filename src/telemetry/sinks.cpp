@@ -66,6 +66,7 @@ std::string to_json(const StepMetrics& m, const std::vector<std::pair<std::strin
       {"compute_seconds", m.compute_seconds},
       {"start_bytes", m.start_bytes},
       {"data_seconds", m.data_seconds},
+      {"sync_wait_seconds", m.sync_wait_seconds},
       {"skipped_samples", m.skipped_samples},
       {"samples_per_second", m.samples_per_second},
       {"tokens_per_second", m.tokens_per_second},

@@ -25,9 +25,14 @@ int run_training(const CliOptions& options, const DistContext& dist) {
   if (plan.automatic) run::write_plan(dir, trainer.plan(), dist);
 
   run::Sinks sinks = run::attach_sinks(config, options, dir, place, prediction, trainer, dist);
-  const Trainer::Control control = run::resume_and_control(config, dir, trainer, sinks, dist, started);
-  const RunSummary summary = run::train(trainer, sinks, control);
-  run::finish(dir, summary, trainer, sinks, dist);
+  try {
+    const Trainer::Control control = run::resume_and_control(config, dir, trainer, sinks, dist, started);
+    const RunSummary summary = run::train(trainer, sinks, control);
+    run::finish(dir, summary, trainer, sinks, dist);
+  } catch (...) {
+    run::report_failure(trainer, sinks);
+    throw;
+  }
   return 0;
 }
 

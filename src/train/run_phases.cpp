@@ -404,8 +404,16 @@ RunSummary train(Trainer& trainer, Sinks& sinks, const Trainer::Control& control
   try {
     return trainer.train(sinks.all(), control);
   } catch (const NonFiniteLossError& e) {  // all ranks agreed on it
-    if (sinks.telemetry) sinks.telemetry->finish("failed", 0);
     throw RunError(3, e.what());
+  }
+}
+
+void report_failure(Trainer& trainer, Sinks& sinks) {
+  if (!sinks.telemetry) return;
+  try {
+    sinks.telemetry->finish("failed", trainer.next_step());
+  } catch (const std::exception& e) {  // the run's own error is the one to report
+    spdlog::warn("telemetry: the failed outcome was not reported: {}", e.what());
   }
 }
 

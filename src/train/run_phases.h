@@ -100,8 +100,12 @@ Sinks attach_sinks(const Config& config, const CliOptions& options, const RunDir
 Trainer::Control resume_and_control(const Config& config, const RunDir& run, Trainer& trainer, Sinks& sinks,
                                     const DistContext& dist, Clock::time_point started);
 
-// Train; a non-finite loss ends the run with exit code 3 and a failed outcome.
+// Train; a non-finite loss ends the run with exit code 3.
 RunSummary train(Trainer& trainer, Sinks& sinks, const Trainer::Control& control);
+// Any error once the sinks are attached (resume, training, the final
+// weights): the outcome "failed" with the steps finished, pushed by rank 0
+// (wgtrain_job_status, WgtrainJobFailed); the file_sd target removed.
+void report_failure(Trainer& trainer, Sinks& sinks);
 
 // Weights, the final message, the telemetry outcome.
 void finish(const RunDir& run, const RunSummary& summary, Trainer& trainer, Sinks& sinks, const DistContext& dist);

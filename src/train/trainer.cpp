@@ -114,9 +114,12 @@ StepMetrics Trainer::step(int64_t step) {
   return m;
 }
 
-bool Trainer::any_rank(bool flag) const {
+bool Trainer::any_rank(bool flag) {
   if (!dist_ || world_ == 1) return flag;
-  return dist_->allreduce_max(flag ? 1.0 : 0.0) > 0.0;
+  const auto t = Clock::now();
+  const bool any = dist_->allreduce_max(flag ? 1.0 : 0.0) > 0.0;
+  sync_wait_seconds_ += seconds_since(t);
+  return any;
 }
 
 void Trainer::set_plan(const RecomputePlan& plan) {
@@ -247,6 +250,8 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
   // running the same collectives in every attempt, failed or not. Each
   // attempt draws the same random numbers (dropout), so a retried step is
   // the step a run with memory enough takes.
+  sync_wait_seconds_ = 0;
+  const double exposed_before = grad_sync_ ? grad_sync_->stats().exposed_seconds : 0.0;
   const GeneratorStates rng = GeneratorStates::capture(device_);
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) rng.restore();
@@ -276,6 +281,7 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
   m.peak_bytes = mem.peak_bytes;
   m.peak_reserved_bytes = mem.reserved_peak_bytes;
   m.compute_seconds = seconds_since(t0);
+  m.sync_wait_seconds = sync_wait_seconds_ + (grad_sync_ ? grad_sync_->stats().exposed_seconds - exposed_before : 0.0);
   m.step_seconds = seconds_since(t_input);
   m.samples_per_second = double(batch.sample_ids.size()) / m.step_seconds;
   m.tokens_per_second = double(token_count(batch)) / m.step_seconds;
@@ -358,6 +364,7 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control&
   int64_t samples = 0;
   bool have_first = false;
   int64_t k = control.first_step;
+  next_step_ = k;
   for (; k < total_steps(); ++k) {
     StepMetrics m = step(k);
     samples += config_.batch_size_per_gpu;
@@ -375,6 +382,7 @@ RunSummary Trainer::train(const std::vector<MetricsSink*>& sinks, const Control&
     }
     for (MetricsSink* sink : sinks) sink->on_step(m);
     ++s.steps;
+    next_step_ = k + 1;
     if (k + 1 < total_steps() && control.stop && control.stop()) {
       s.stopped_early = true;
       ++k;

@@ -6,6 +6,8 @@
 #include <mpi.h>
 #include <torch/torch.h>
 
+#include <functional>
+
 #include "../common/tiny_config.h"
 #include "dist_test_context.h"
 #include "wg/dist/communicator.h"
@@ -26,7 +28,10 @@ class Recorder : public MetricsSink {
 
 // Trains `steps` steps with a coordinator (window 4) on every rank and
 // telemetry on rank 0; returns rank 0's exposition and this rank's steps.
-std::pair<std::string, std::vector<StepMetrics>> run(const Config& c, int steps) {
+// `after_step(k, telemetry)`: called after step k's metrics went to the
+// coordinator (telemetry: rank 0's, else null).
+std::pair<std::string, std::vector<StepMetrics>> run(const Config& c, int steps,
+                                                     const std::function<void(int, JobTelemetry*)>& after_step = {}) {
   install_counting_allocator();
   const DistContext& dist = test_dist();
   auto comm = make_mpi_communicator(dist);
@@ -43,6 +48,7 @@ std::pair<std::string, std::vector<StepMetrics>> run(const Config& c, int steps)
     m.total_steps = steps;
     coord.on_step(m);
     rec.on_step(m);
+    if (after_step) after_step(k, tel.get());
   }
   coord.on_end({});
   return {tel ? tel->exposition() : "", rec.steps};
@@ -85,6 +91,24 @@ TEST(Coordinator, ExportedPeaksEqualTheAllocatorsAndAggregatesNameTheRanks) {
   EXPECT_TRUE((slow == 0 && fast == 1) || (slow == 1 && fast == 0) || slow == fast) << slow << " " << fast;
   EXPECT_EQ(sample(text, "wgtrain_step"), 10);
   EXPECT_NE(text.find("wgtrain_checkpoint_recomputed{node="), std::string::npos);
+}
+
+// A window is published once every rank has sent it, not when the next
+// window is gathered: three steps after the first window (steps 1-4), and
+// before the second, rank 0 exports step 4 and the window's length.
+TEST(Coordinator, AWindowIsPublishedOnceEveryRankSentIt) {
+  Config c = wg::testing::tiny_config();
+  c.samples_per_mini_epoch = 32;  // 8 steps: windows 1-4, 5-8
+  double published = -1, window = -1;
+  run(c, 8, [&](int k, JobTelemetry* tel) {
+    if (k != 6 || !tel) return;
+    const std::string text = tel->exposition();
+    published = sample(text, "wgtrain_step");
+    window = sample(text, "wgtrain_metrics_window_seconds");
+  });
+  if (test_dist().rank() != 0) return;
+  EXPECT_EQ(published, 4);
+  EXPECT_GT(window, 0);
 }
 
 TEST(Coordinator, EmbedRecomputationLowersTheExportedPeak) {

@@ -144,6 +144,32 @@ TEST(DataParallel, NcclAllreduceOnTheGpu) {
   EXPECT_EQ(x.cpu()[0].item<float>(), float(n * (n + 1) / 2));
 }
 
+// A rank that is slower (here: rank 1 sleeps in its backward) makes the
+// other wait: the wait shows in the other's sync_wait_seconds, and the slow
+// rank has the most time of its own (step less wait), which the straggler
+// alert and wgtrain_slowest_rank read.
+TEST(DataParallel, TheFasterRankWaitsForTheSlowerOne) {
+  Config c = dp_config();
+  auto comm = make_mpi_communicator(test_dist());
+  Trainer t(c, Dataset(c, test_dist().rank(), test_dist().size()), resolve_plan(c), torch::kCPU, &test_dist(),
+            comm.get());
+  if (test_dist().rank() == 1) t.model()->parameters()[0].register_hook([](torch::Tensor) { ::usleep(300000); });
+  torch::manual_seed(500);
+  t.step(0);  // the first step allocates AdamW's moments
+  torch::manual_seed(501);
+  const StepMetrics m = t.step(1);
+  const double busy = m.step_seconds - m.sync_wait_seconds;
+  const double most = test_dist().allreduce_max(busy), least = -test_dist().allreduce_max(-busy);
+  EXPECT_GT(most - least, 0.2) << "rank 1's 0.3 s are its own time, not rank 0's";
+  if (test_dist().rank() == 0) {
+    EXPECT_GT(m.sync_wait_seconds, 0.2) << "rank 0 waited for rank 1's 0.3 s";
+    EXPECT_EQ(busy, least);
+  } else {
+    EXPECT_LT(m.sync_wait_seconds, 0.1) << "rank 1 waits for nobody";
+    EXPECT_EQ(busy, most);
+  }
+}
+
 // The loss scaler moves on every rank together (an overflow on one rank
 // skips the step and halves the scale on all), and a checkpoint carries it.
 TEST(DataParallel, TheLossScaleMovesTogetherAndSurvivesACheckpoint) {

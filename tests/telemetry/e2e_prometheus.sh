@@ -11,7 +11,8 @@
 #  - the run is stopped with USR1 once these checks are done (a fixed 7000
 #    steps took 300 s on a slow machine); the file_sd target is removed at
 #    the end, the job outcome (stopped, and its step) is pushed;
-#  - a second run whose port is taken trains anyway, with one warning.
+#  - a second run whose port is taken trains anyway, with one warning;
+#  - a third run that fails in a step pushes "failed" and its finished steps.
 #   tests/telemetry/e2e_prometheus.sh WGTRAIN
 set -euo pipefail
 wgtrain=$1
@@ -199,4 +200,19 @@ done
 grep -q 'wgtrain_telemetry_failures_total{kind="http"} 1' "$tmp/runs/busy/metrics.prom" || fail "http failure not counted"
 grep -q 'wgtrain_telemetry_failures_total{kind="pushgateway"} 1' "$tmp/runs/busy/metrics.prom" || fail "pushgateway failure not counted"
 echo "ok: busy port and unreachable Pushgateway: warnings, counted, training finished"
+
+# A run that fails in a step (fault injection on rank 0 at step 7): rank 0
+# pushes the outcome "failed" with the 7 steps it finished, and removes its target.
+if "$wgtrain" --config "$src/config/cpu_tiny.yml" --set run_root="$tmp/runs" --set run_id=fault \
+    --set telemetry.address=127.0.0.1 --set telemetry.file_sd_dir="$tmp/file_sd" --set telemetry.pushgateway="$gw" \
+    --set fault_injection.rank=0 --set fault_injection.step=7 > "$tmp/fault.log" 2>&1; then
+  fail "the run with a fault injected at step 7 did not fail"
+fi
+get "$gw/metrics" > "$tmp/gw_fault.prom"
+for m in 'wgtrain_job_status{instance="fault",job="wgtrain",status="failed"} 1' \
+         'wgtrain_job_last_step{instance="fault",job="wgtrain"} 7'; do
+  grep -qF "$m" "$tmp/gw_fault.prom" || fail "Pushgateway lacks, after the failed run: $m"
+done
+[[ -e "$tmp/file_sd/wgtrain-fault.json" ]] && fail "the failed run left its file_sd target"
+echo "ok: a run failing in a step pushes failed with its 7 finished steps and removes its target"
 echo "e2e_prometheus: all checks passed"

@@ -69,8 +69,17 @@ TEST(TelemetryJob, WindowsBecomeTheDocumentedSeries) {
   w0.skipped_total = w1.skipped_total = 2;  // ...and both ranks skipped those steps
   w0.model_flops_per_second = 3e9, w1.model_flops_per_second = 1e9;
   w0.peak_flops = 1.5e10;  // rank 1's peak unknown: no MFU series
+  // Rank 0 works 0.5 s a step, rank 1 0.25 s and waits 0.25 s for rank 0:
+  // the same samples/s, rank 0 the one the job waits for.
+  w0.busy_seconds = 0.5, w1.busy_seconds = 0.25, w1.sync_wait_seconds = 0.25;
+  w0.window_seconds = 5.0, w1.window_seconds = 4.5;  // the job's window: its slowest rank's
   t.on_windows({w0, w1});
   std::string text = t.exposition();
+  EXPECT_NE(text.find(rank_series("wgtrain_busy_seconds", 0) + "0.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(rank_series("wgtrain_sync_wait_seconds", 1) + "0.25\n"), std::string::npos) << text;
+  EXPECT_TRUE(has_line(text, "wgtrain_slowest_rank 0")) << text;
+  EXPECT_TRUE(has_line(text, "wgtrain_fastest_rank 1")) << text;
+  EXPECT_TRUE(has_line(text, "wgtrain_metrics_window_seconds 5")) << text;
   EXPECT_NE(text.find(rank_series("wgtrain_model_flops_per_second", 1) + "1000000000\n"), std::string::npos) << text;
   EXPECT_NE(text.find(rank_series("wgtrain_mfu", 0) + "0.2\n"), std::string::npos) << text;
   EXPECT_EQ(text.find(rank_series("wgtrain_mfu", 1)), std::string::npos) << text;

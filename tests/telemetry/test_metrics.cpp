@@ -33,6 +33,7 @@ void fill_trainer_families(JobFamilies& f, OutcomeFamilies& o) {
       .Set(1);
   f.ranks.Add({}).Set(2);
   f.last_step_timestamp.Add({}).Set(1.7e9);
+  f.metrics_window_seconds.Add({}).Set(12.5);
   f.step.Add({}).Set(120);
   f.learning_rate.Add({}).Set(3e-4);
   f.validation_loss.Add({}).Set(0.52);
@@ -57,6 +58,8 @@ void fill_trainer_families(JobFamilies& f, OutcomeFamilies& o) {
     for (double s : {0.004, 0.2, 0.2, 3.0, 45.0}) f.step_duration.Add(l, step_duration_buckets()).Observe(s);
     f.data_wait_seconds.Add(l).Set(0.0125);
     f.data_wait_ratio.Add(l).Set(0.05);
+    f.sync_wait_seconds.Add(l).Set(rank == 0 ? 0.1 : 0.0);
+    f.busy_seconds.Add(l).Set(rank == 0 ? 0.15 : 0.25);
     f.memory_peak_allocated.Add(l).Set(8.5e9);
     f.memory_peak_reserved.Add(l).Set(9e9);
     f.memory_capacity.Add(l).Set(1.4e11);

@@ -62,6 +62,8 @@ class AsyncGather {
 
   void start(const void* record);
   bool active() const { return active_; }
+  // Whether the active gather has completed (MPI_Test: never blocks).
+  bool done();
   const std::vector<unsigned char>& wait();  // the gathered records (root), empty elsewhere
 
  private:
@@ -70,6 +72,7 @@ class AsyncGather {
   size_t record_bytes_;
   int root_;
   bool active_ = false;
+  bool complete_ = false;  // done() saw it complete
   std::vector<unsigned char> sent_, received_;
   std::unique_ptr<Request> request_;
 };

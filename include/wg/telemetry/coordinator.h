@@ -41,7 +41,8 @@ class Coordinator : public MetricsSink {
   std::function<const RecomputePlan&()> plan_;
   OnWindows on_windows_;
   RankWindow window_;
-  double window_samples_ = 0, window_tokens_ = 0, window_seconds_ = 0, window_data_ = 0, window_flops_ = 0;
+  double window_samples_ = 0, window_tokens_ = 0, window_seconds_ = 0, window_data_ = 0, window_flops_ = 0,
+         window_sync_ = 0;
   int window_steps_ = 0;
   double stream_sum_[RankWindow::kMaxStreams] = {};  // per-stream losses of the window (finite ones)
   int stream_count_[RankWindow::kMaxStreams] = {};

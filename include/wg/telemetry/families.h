@@ -64,6 +64,8 @@ struct JobFamilies {
   Family<Histogram>& step_duration;
   Family<Gauge>& data_wait_seconds;
   Family<Gauge>& data_wait_ratio;
+  Family<Gauge>& sync_wait_seconds;
+  Family<Gauge>& busy_seconds;
   Family<Gauge>& memory_peak_allocated;
   Family<Gauge>& memory_peak_reserved;
   Family<Gauge>& memory_capacity;
@@ -80,6 +82,7 @@ struct JobFamilies {
   Family<Gauge>& job_tokens_per_second;
   Family<Gauge>& job_model_flops_per_second;
   Family<Gauge>& last_step_timestamp;
+  Family<Gauge>& metrics_window_seconds;
   Family<Gauge>& step;
   Family<Gauge>& learning_rate;
   Family<Gauge>& validation_loss;

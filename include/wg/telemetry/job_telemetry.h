@@ -46,7 +46,8 @@ class JobTelemetry {
   // processes, not this one's).
   void on_resume(int64_t resumes);
   // Removes the file_sd target, pushes the outcome (when configured), stops
-  // the endpoint. status: completed | failed | stopped.
+  // the endpoint; once (a later call does nothing). status: completed |
+  // failed | stopped; last_step: the steps the run finished.
   void finish(const std::string& status, int64_t last_step);
 
   int port() const { return endpoint_ ? endpoint_->port() : 0; }
@@ -68,6 +69,7 @@ class JobTelemetry {
   std::unique_ptr<telemetry::MetricsEndpoint> endpoint_;
   std::unique_ptr<telemetry::FileSdTarget> file_sd_;
   int64_t last_step_ = 0;
+  bool finished_ = false;
 };
 
 }  // namespace wg

@@ -37,6 +37,9 @@ struct RankWindow {
   double peak_flops = 0;              // the rank's peak FLOP/s (0: unknown)
   double data_wait_seconds = 0;  // mean per step in the window
   double data_wait_ratio = 0;    // share of the window's step time spent waiting for data
+  double sync_wait_seconds = 0;  // mean per step waiting for the other ranks (StepMetrics::sync_wait_seconds)
+  double busy_seconds = 0;       // mean step time less sync_wait_seconds: the rank's own work
+  double window_seconds = 0;     // the window's step time, all its steps
   double last_step_unix_seconds = 0;
   double durations[kMaxDurations] = {};
   double stream_loss[kMaxStreams] = {};  // mean over the window's steps with data; NaN: none

@@ -19,6 +19,11 @@ struct StepMetrics {
   double compute_seconds = 0;  // forward, backward, exchange, optimizer: without making the input tensors
   int64_t start_bytes = 0;     // held when the compute began (weights, optimizer state, the input)
   double data_seconds = 0;     // waiting for the batch (data/loader: 0 when prefetched in time)
+  // Waiting for the other ranks: the gradient exchange's wait after backward
+  // and the step's agreements (out of memory, no data, non-finite). The
+  // slowest rank waits least: step_seconds - sync_wait_seconds is the rank's
+  // own work, the same on every rank of a balanced job.
+  double sync_wait_seconds = 0;
   int64_t skipped_samples = 0;  // samples replaced so far because their data was unreadable (cumulative)
   double samples_per_second = 0;
   double tokens_per_second = 0;

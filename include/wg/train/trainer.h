@@ -130,6 +130,10 @@ class Trainer {
   RunSummary train(const std::vector<MetricsSink*>& sinks, const Control& control);
   RunSummary train(const std::vector<MetricsSink*>& sinks) { return train(sinks, Control{}); }
 
+  // Where a run continues after the steps train() finished so far (its
+  // first step before any): after a failure, how far the run got.
+  int64_t next_step() const { return next_step_; }
+
   // The names of StepMetrics' per-stream and per-channel losses.
   const StepLossNames& loss_names() const { return loss_names_; }
 
@@ -183,8 +187,12 @@ class Trainer {
   OomHandler oom_handler_;
   int oom_events_ = 0;
   int consecutive_skips_ = 0;
+  int64_t next_step_ = 0;
+  double sync_wait_seconds_ = 0;  // this step's time in any_rank
 
-  bool any_rank(bool flag) const;  // the same answer on every rank
+  // The same answer on every rank; the time it waited counts in the step's
+  // sync_wait_seconds.
+  bool any_rank(bool flag);
   // One attempt at forward and backward; returns whether some rank ran out
   // of memory (then every rank retries). Sets m.skipped on a skipped step.
   bool attempt_step(const ModelBatch& batch, StepMetrics& m, std::string& oom_what);
