@@ -101,7 +101,10 @@ JobFamilies::JobFamilies(prometheus::Registry& r)
           "holds from the system).")),
       memory_capacity(gauge_family(r, "wgtrain_device_memory_capacity_bytes", "Device memory (CPU: physical memory).")),
       nonfinite_losses(counter_family(r, "wgtrain_nonfinite_losses_total", "Non-finite losses seen by the rank.")),
-      skipped_steps(counter_family(r, "wgtrain_skipped_steps_total", "Steps skipped (nan_policy skip).")),
+      skipped_steps(counter_family(
+          r, "wgtrain_skipped_steps_total",
+          "Steps without an optimizer step on every rank: a non-finite loss or gradient (nan_policy skip), a "
+          "gradient overflow under loss scaling, no target data.")),
       oom_retries(
           counter_family(r, "wgtrain_oom_retries_total", "Step attempts repeated after running out of memory.")),
       data_skipped_samples(

@@ -39,8 +39,17 @@ double LossScaler::update(bool found_nonfinite) {
   return scale_;
 }
 
+bool LossScaler::accepts(double scale, int64_t growth_tracker) const {
+  return scale > 0 && std::isfinite(scale) && growth_tracker >= 0 && growth_tracker < options_.growth_interval;
+}
+
+void LossScaler::reset() {
+  scale_ = options_.init_scale;
+  tracker_ = 0;
+}
+
 void LossScaler::restore(double scale, int64_t growth_tracker) {
-  if (!(scale > 0) || !std::isfinite(scale) || growth_tracker < 0 || growth_tracker >= options_.growth_interval)
+  if (!accepts(scale, growth_tracker))
     throw std::invalid_argument("loss scale " + std::to_string(scale) + " with growth tracker " +
                                 std::to_string(growth_tracker) +
                                 ": the scale must be positive and finite, the "

@@ -147,14 +147,14 @@ std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& traine
   for (const fs::path& dir : candidates) {
     std::string why;
     int64_t next = -1;
+    std::optional<LossScaleState> scale;  // applied only once every rank accepted this checkpoint
     try {
       WeightAverage* ema = trainer.weight_average();
-      std::optional<LossScaleState> scale;
       next = load_training_state((dir / "state.safetensors").string(), *trainer.model(), trainer.optimizer(),
                                  ema ? &ema->averaged() : nullptr, &scale);
-      // A run that scales its loss continues at the saved scale; a checkpoint
-      // without one (written without scaling) starts the scaler afresh.
-      if (scale && trainer.loss_scaler().enabled()) trainer.loss_scaler().restore(scale->scale, scale->growth_tracker);
+      if (scale && !trainer.loss_scaler().accepts(scale->scale, scale->growth_tracker))
+        throw SafetensorsError((dir / "state.safetensors").string() + ": loss scale " + std::to_string(scale->scale) +
+                               " with growth tracker " + std::to_string(scale->growth_tracker) + " cannot be restored");
       const fs::path rng = dir / ("rng_rank" + std::to_string(dist.rank()) + ".safetensors");
       if (fs::exists(rng)) {
         const SafetensorsFile f = read_safetensors(rng.string());
@@ -193,6 +193,13 @@ std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& traine
       const std::string mismatch = dist.broadcast_string(
           dist.rank() == 0 ? layout_mismatch(dir, dist.size(), trainer.dataset().batch_per_rank()) : "");
       if (!mismatch.empty()) throw std::runtime_error(mismatch);  // every rank, together
+      // A run that scales its loss continues at the saved scale; a checkpoint
+      // without one (written without scaling) starts the scaler afresh. The
+      // same file on every rank: the same scale.
+      if (scale)
+        trainer.loss_scaler().restore(scale->scale, scale->growth_tracker);
+      else
+        trainer.loss_scaler().reset();
       if (dist.rank() == 0) {
         spdlog::info("resuming from {} at step {}", dir.string(), next);
         set_aside_newer(candidates, dir);

@@ -174,7 +174,6 @@ bool Trainer::attempt_step(const ModelBatch& batch, StepMetrics& m, std::string&
                    "non-finite loss, step skipped");
     return false;
   }
-  m.loss_scale = scaler_.scale();
   if (grad_sync_) grad_sync_->begin();
   try {
     (scaler_.enabled() ? loss * scaler_.scale() : loss).backward();
@@ -183,6 +182,10 @@ bool Trainer::attempt_step(const ModelBatch& batch, StepMetrics& m, std::string&
   }
   loss = torch::Tensor();
   if (!oom_what.empty()) release_failed_backward(device_);  // else the retry starts with this graph held
+  // backward() returns once its kernels are queued; the rank's own backward
+  // still running on the GPU is its work, not a wait for the other ranks
+  // (sync_wait_seconds). The exchange waits for the device anyway.
+  if (grad_sync_ && device_.is_cuda()) torch::cuda::synchronize(device_.index());
   if (grad_sync_) grad_sync_->finish();  // also after a failure: the other ranks wait for our buckets
   return any_rank(!oom_what.empty());
 }
@@ -244,6 +247,7 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
   m.step = step;
   m.total_steps = total_steps();
   m.lr = schedule_.at(step);
+  m.loss_scale = scaler_.scale();  // what a backward in this step multiplies the loss by
 
   // Out of memory: every rank asks the handler for the plan to retry with
   // (a rank that ran out recomputes more) and all retry the step together,
@@ -272,7 +276,8 @@ StepMetrics Trainer::step_on(const BuiltBatch& batch, int64_t step) {
   }
   if (!m.skipped) optimizer_step(m);
   const ModelFlops flops = flops_of(input);
-  m.model_flops = m.skipped ? flops.forward() : flops.step(plan_);
+  // A skipped step ran its backward where its gradient was not finite.
+  m.model_flops = m.skipped && !m.nonfinite_grad ? flops.forward() : flops.step(plan_);
   m.peak_flops = peak_flops_;
   if (ema_) ema_->update(params_, step);  // also after a skipped step, as upstream
   // The kernels still queued (AdamW's, the average's) belong to this step's time.

@@ -72,6 +72,7 @@ TEST(TelemetryJob, WindowsBecomeTheDocumentedSeries) {
   // Rank 0 works 0.5 s a step, rank 1 0.25 s and waits 0.25 s for rank 0:
   // the same samples/s, rank 0 the one the job waits for.
   w0.busy_seconds = 0.5, w1.busy_seconds = 0.25, w1.sync_wait_seconds = 0.25;
+  w0.samples_per_second = w1.samples_per_second = 4;
   w0.window_seconds = 5.0, w1.window_seconds = 4.5;  // the job's window: its slowest rank's
   t.on_windows({w0, w1});
   std::string text = t.exposition();

@@ -69,6 +69,11 @@ TEST(LossScaler, RestoreChecksItsValues) {
   EXPECT_THROW(s.restore(1.0, 2000), std::invalid_argument);
   EXPECT_THROW(s.restore(1.0, -1), std::invalid_argument);
   EXPECT_THROW(LossScaler(true, LossScalerOptions{1.0, 1.0, 0.5, 1}), std::invalid_argument);
+  EXPECT_TRUE(s.accepts(0.5, 0));
+  EXPECT_FALSE(s.accepts(0.5, 2000));
+  s.reset();  // a checkpoint written without scaling: afresh
+  EXPECT_EQ(s.scale(), 65536.0);
+  EXPECT_EQ(s.growth_tracker(), 0);
 }
 
 // auto scales only where it changes anything: float16 autocast on a GPU.

@@ -313,7 +313,9 @@ TEST(Trainer, UnderLossScalingANonFiniteGradientBacksOffThenStops) {
   EXPECT_FALSE(torch::equal(before, p));
   // A step without target data runs no backward: the scaler stays (upstream
   // backs off on the NaN gradients of its NaN loss).
-  EXPECT_TRUE(t.step_on(batch_without_targets(c), 2).skipped);
+  const StepMetrics empty = t.step_on(batch_without_targets(c), 2);
+  EXPECT_TRUE(empty.skipped);
+  EXPECT_EQ(empty.loss_scale, 32768.0);  // the scale in force, also without a backward
   EXPECT_EQ(t.loss_scaler().scale(), 32768.0);
   EXPECT_EQ(t.loss_scaler().growth_tracker(), 1);
   t.loss_scaler().restore(std::ldexp(1.0, -23), 0);

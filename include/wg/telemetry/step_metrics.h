@@ -34,8 +34,9 @@ struct StepMetrics {
   int64_t activation_bytes = 0;     // held at the end of forward
   bool nonfinite_loss = false;      // this rank's loss was NaN or infinite
   bool nonfinite_grad = false;      // the loss was finite and the gradients' norm (grad_norm) was not
-  bool skipped = false;             // no optimizer step on any rank: no target data, or (nan_policy: skip) a
-                                    // non-finite loss on some rank or a non-finite gradient
+  bool skipped = false;             // no optimizer step on any rank: no target data, (nan_policy: skip) a
+                                    // non-finite loss on some rank or a non-finite gradient, or a gradient
+                                    // overflow under loss scaling
   int oom_retries = 0;              // attempts repeated after running out of memory
   double loss_scale = 1;            // what the loss was multiplied by before backward (1: no loss scaling)
   double validation_loss = -1;      // after this step (the end of a mini-epoch): the validation loss; < 0: none

@@ -51,8 +51,14 @@ class LossScaler {
   // Whether the scale fell below kMinScale: the gradients are not finite at
   // any scale.
   bool exhausted() const { return enabled_ && scale_ < kMinScale; }
-  // A checkpoint's values (scale > 0 and finite, tracker in [0, interval)).
+  // Whether a checkpoint's values can be restored: scale > 0 and finite,
+  // tracker in [0, growth_interval).
+  bool accepts(double scale, int64_t growth_tracker) const;
+  // A checkpoint's values (throws std::invalid_argument unless accepted).
   void restore(double scale, int64_t growth_tracker);
+  // Back to the initial scale, no finite steps counted (a checkpoint
+  // written without scaling).
+  void reset();
 
  private:
   bool enabled_;
