@@ -1,7 +1,9 @@
 // Stop requests from outside: SIGUSR1 (Slurm's --signal=B:USR1@T) and
 // SIGTERM (the time limit, scancel) only set a flag; the training loop reads
 // it between steps, and all ranks agree on the step to stop at. The flag is
-// process-wide by nature (a signal handler can reach nothing else).
+// process-wide. install_stop_handlers (first thing in main, before any
+// other thread starts) blocks both signals in every thread and has one
+// thread wait for them (sigwait): no handler runs on a compute thread.
 #pragma once
 
 namespace wg {
