@@ -30,7 +30,7 @@ int run_training(const CliOptions& options, const DistContext& dist) {
     const RunSummary summary = run::train(trainer, sinks, control);
     run::finish(dir, summary, trainer, sinks, dist);
   } catch (...) {
-    run::report_failure(trainer, sinks);
+    run::report_failure(dir, trainer, sinks);
     throw;
   }
   return 0;

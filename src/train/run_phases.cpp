@@ -408,10 +408,13 @@ RunSummary train(Trainer& trainer, Sinks& sinks, const Trainer::Control& control
   }
 }
 
-void report_failure(Trainer& trainer, Sinks& sinks) {
+void report_failure(const RunDir& run, Trainer& trainer, Sinks& sinks) {
   if (!sinks.telemetry) return;
   try {
-    sinks.telemetry->finish("failed", trainer.next_step());
+    // A resume that failed left the trainer at step 0; the run still
+    // continues at its newest checkpoint (wgtrain_job_last_step's meaning).
+    const int64_t continues_at = std::max(trainer.next_step(), newest_checkpoint_step(run.path.string()).value_or(0));
+    sinks.telemetry->finish("failed", continues_at);
   } catch (const std::exception& e) {  // the run's own error is the one to report
     spdlog::warn("telemetry: the failed outcome was not reported: {}", e.what());
   }

@@ -103,9 +103,10 @@ Trainer::Control resume_and_control(const Config& config, const RunDir& run, Tra
 // Train; a non-finite loss ends the run with exit code 3.
 RunSummary train(Trainer& trainer, Sinks& sinks, const Trainer::Control& control);
 // Any error once the sinks are attached (resume, training, the final
-// weights): the outcome "failed" with the steps finished, pushed by rank 0
-// (wgtrain_job_status, WgtrainJobFailed); the file_sd target removed.
-void report_failure(Trainer& trainer, Sinks& sinks);
+// weights): the outcome "failed" with where the run continues (the steps
+// finished, or before a resume the newest checkpoint's step), pushed by
+// rank 0 (wgtrain_job_status, WgtrainJobFailed); the file_sd target removed.
+void report_failure(const RunDir& run, Trainer& trainer, Sinks& sinks);
 
 // Weights, the final message, the telemetry outcome.
 void finish(const RunDir& run, const RunSummary& summary, Trainer& trainer, Sinks& sinks, const DistContext& dist);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -131,6 +132,16 @@ void save_checkpoint(const std::string& run_dir, Trainer& trainer, int64_t next_
     spdlog::info("checkpoint written: {} (continues at step {})", final_dir.string(), next_step);
   }
   dist.barrier();
+}
+
+std::optional<int64_t> newest_checkpoint_step(const std::string& run_dir) {
+  for (const fs::path& dir : checkpoints_newest_first(fs::path(run_dir) / "checkpoints")) {
+    const std::string digits = dir.filename().string().substr(5);  // after "step_"
+    if (!digits.empty() && digits.size() <= 18 &&
+        std::all_of(digits.begin(), digits.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; }))
+      return std::stoll(digits);
+  }
+  return std::nullopt;
 }
 
 std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& trainer, const DistContext& dist) {

@@ -201,10 +201,12 @@ grep -q 'wgtrain_telemetry_failures_total{kind="http"} 1' "$tmp/runs/busy/metric
 grep -q 'wgtrain_telemetry_failures_total{kind="pushgateway"} 1' "$tmp/runs/busy/metrics.prom" || fail "pushgateway failure not counted"
 echo "ok: busy port and unreachable Pushgateway: warnings, counted, training finished"
 
-# A run that fails in a step (fault injection on rank 0 at step 7): rank 0
-# pushes the outcome "failed" with the 7 steps it finished, and removes its target.
+# A run that fails in a step (fault injection on rank 0 at step 7, a
+# checkpoint at step 5): rank 0 pushes the outcome "failed" with the 7 steps
+# it finished, and removes its target.
 if "$wgtrain" --config "$src/config/cpu_tiny.yml" --set run_root="$tmp/runs" --set run_id=fault \
     --set telemetry.address=127.0.0.1 --set telemetry.file_sd_dir="$tmp/file_sd" --set telemetry.pushgateway="$gw" \
+    --set train_log_freq.checkpoint=5 \
     --set fault_injection.rank=0 --set fault_injection.step=7 > "$tmp/fault.log" 2>&1; then
   fail "the run with a fault injected at step 7 did not fail"
 fi
@@ -215,4 +217,21 @@ for m in 'wgtrain_job_status{instance="fault",job="wgtrain",status="failed"} 1' 
 done
 [[ -e "$tmp/file_sd/wgtrain-fault.json" ]] && fail "the failed run left its file_sd target"
 echo "ok: a run failing in a step pushes failed with its 7 finished steps and removes its target"
+
+# Its restart with another batch cannot resume (the checkpoint's step numbers
+# count batches of 2): failed, and the run still continues at step 5, its
+# checkpoint's, not 0.
+if "$wgtrain" --config "$src/config/cpu_tiny.yml" --set run_root="$tmp/runs" --set run_id=fault \
+    --set telemetry.address=127.0.0.1 --set telemetry.file_sd_dir="$tmp/file_sd" --set telemetry.pushgateway="$gw" \
+    --set batch_size_per_gpu=1 > "$tmp/fault_resume.log" 2>&1; then
+  fail "the restart with another batch resumed"
+fi
+grep -q "was written by a run of 1 rank(s) with batch_size_per_gpu 2" "$tmp/fault_resume.log" ||
+  fail "the restart with another batch failed for another reason: $(tail -3 "$tmp/fault_resume.log")"
+get "$gw/metrics" > "$tmp/gw_fault_resume.prom"
+for m in 'wgtrain_job_status{instance="fault",job="wgtrain",status="failed"} 1' \
+         'wgtrain_job_last_step{instance="fault",job="wgtrain"} 5'; do
+  grep -qF "$m" "$tmp/gw_fault_resume.prom" || fail "Pushgateway lacks, after the failed resume: $m"
+done
+echo "ok: a resume that fails pushes failed with the step its newest checkpoint continues at"
 echo "e2e_prometheus: all checks passed"

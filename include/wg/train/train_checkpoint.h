@@ -25,4 +25,9 @@ void save_checkpoint(const std::string& run_dir, Trainer& trainer, int64_t next_
 // scratch silently).
 std::optional<int64_t> resume_latest(const std::string& run_dir, Trainer& trainer, const DistContext& dist);
 
+// The step the newest checkpoint of the run continues at, read from its
+// directory's name (step_<10 digits>) without loading it; nullopt when the
+// run has none. A restart tries that checkpoint first.
+std::optional<int64_t> newest_checkpoint_step(const std::string& run_dir);
+
 }  // namespace wg
