@@ -85,8 +85,10 @@ inc="-isystem $work/extra -isystem $work/sys/usr/include -isystem $work/sys/usr/
 
 # 2. Every LibTorch file, compiled against 2.x's headers with WG_TORCH_CUDA.
 log "configure $work/build (the compile commands of a Release build, as run.sh's)"
+# No regeneration during the build: it would undo the edits of step 3 (a
+# CMakeLists.txt changed while this runs built everything against 1.13).
 cmake -S "$root" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
-  -DWG_ONEDNN_SGEMM=OFF -DWG_PRECOMPILE_TORCH=OFF > "$work/log/configure.log" 2>&1
+  -DCMAKE_SUPPRESS_REGENERATION=ON -DWG_ONEDNN_SGEMM=OFF -DWG_PRECOMPILE_TORCH=OFF > "$work/log/configure.log" 2>&1
 cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include  # what a CUDA LibTorch's targets bring
 [[ -e $cuda_inc/cuda_runtime_api.h ]] || { echo "libtorch2_check: no CUDA toolkit headers in $cuda_inc (CUDA_HOME)" >&2; exit 1; }
 python3 - "$work/build/compile_commands.json" "$inc -isystem $cuda_inc -DWG_TORCH_CUDA" > "$work/syntax.sh" <<'PY'
