@@ -55,7 +55,7 @@ GradSync::GradSync(std::vector<torch::Tensor> params, Communicator& comm, size_t
   close();
   for (size_t k = 0; k < params_.size(); ++k) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
-    acc->add_post_hook(std::make_unique<AccumulatedHook>([this, k] { on_gradient(k); }));
+    hooks_.push_back(acc->add_post_hook(std::make_unique<AccumulatedHook>([this, k] { on_gradient(k); })));
     accumulators_.push_back(std::move(acc));
   }
   if (overlap_) thread_ = std::thread([this] { comm_loop(); });
@@ -68,6 +68,9 @@ GradSync::~GradSync() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // A graph made before this goes keeps the accumulators: its backward must
+  // not call into this.
+  for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hooks_[k]);
 }
 
 void GradSync::broadcast_parameters(int root) {

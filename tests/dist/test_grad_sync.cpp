@@ -5,6 +5,8 @@
 // MPI_Abort, wgtrain's main.cpp), while the other rank's exchange goes on.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 #include <atomic>
@@ -115,6 +117,24 @@ TEST(GradSync, ARankWhoseBackwardFailsMidExchangeLetsItGo) {
   EXPECT_GE(from_failing, 1) << "no bucket was in the exchange when backward failed: the case is not tested";
   EXPECT_LE(from_failing, 3);
   EXPECT_TRUE(let_go);
+}
+
+// Its hooks on the parameters' gradient accumulators call into it: they go
+// with it, also from accumulators a graph made before keeps alive, and that
+// graph's backward then makes plain gradients.
+TEST(GradSync, TakesItsHooksAwayWhenItGoes) {
+  const torch::Tensor p = torch::ones({8}).requires_grad_();
+  const torch::Tensor y = (p * 2).sum();  // holds p's accumulator
+  const auto acc = torch::autograd::impl::grad_accumulator(p);
+  const size_t before = acc->post_hooks().size();
+  {
+    CountingCommunicator comm(make_mpi_communicator(test_dist()));
+    GradSync sync({p}, comm, 1 << 20, /*overlap=*/true);
+    EXPECT_EQ(acc->post_hooks().size(), before + 1);
+  }
+  ASSERT_EQ(acc->post_hooks().size(), before);  // else the backward below calls into freed memory
+  y.backward();
+  EXPECT_TRUE(torch::equal(p.grad(), torch::full({8}, 2.0f)));
 }
 
 }  // namespace

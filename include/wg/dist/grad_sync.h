@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -77,6 +78,7 @@ class GradSync {
   // releases make Node intrusive).
   using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
   std::vector<AccumulatorPtr> accumulators_;
+  std::vector<uintptr_t> hooks_;  // each accumulator's hook, taken away in the destructor (it calls into this)
   Communicator& comm_;
   bool overlap_;
   GradSyncStats stats_;
