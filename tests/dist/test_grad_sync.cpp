@@ -128,8 +128,8 @@ TEST(GradSync, TakesItsHooksAwayWhenItGoes) {
   const auto acc = torch::autograd::impl::grad_accumulator(p);
   const size_t before = acc->post_hooks().size();
   {
-    CountingCommunicator comm(make_mpi_communicator(test_dist()));
-    GradSync sync({p}, comm, 1 << 20, /*overlap=*/true);
+    const auto comm = make_mpi_communicator(test_dist());
+    GradSync sync({p}, *comm, 1 << 20, /*overlap=*/true);
     EXPECT_EQ(acc->post_hooks().size(), before + 1);
   }
   ASSERT_EQ(acc->post_hooks().size(), before);  // else the backward below calls into freed memory

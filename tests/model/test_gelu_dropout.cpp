@@ -42,8 +42,8 @@ TEST(GeluDropout, ForwardIsGeluTimesTheMask) {
       const double atol = c.tol / (1.0 - p);
       EXPECT_TRUE(torch::allclose(h, torch::gelu(x) * mask, c.tol, atol));
       // Against GELU in double: LibTorch's float GELU differs between
-      // releases (2.6's is off by 1.1e-6 at x = -3.5, 1.13's and this
-      // kernel's by 2e-7), this kernel's own error does not.
+      // releases (2.6's is off by 1.1e-6 at x = -3.5, this kernel by
+      // 2e-7), this kernel's own error does not.
       const torch::Tensor exact = torch::gelu(x.to(torch::kDouble)) * mask.to(torch::kDouble);
       const torch::Tensor err = (h.to(torch::kDouble) - exact).abs() - c.tol / 4 * exact.abs();
       EXPECT_LE(err.max().item<double>(), atol / 4);
